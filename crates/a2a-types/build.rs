@@ -1,0 +1,46 @@
+//! Compiles `proto/lf/a2a/v1/a2a.proto` with protox (pure Rust, no protoc on the machine) into
+//! prost messages, the tonic service, pbjson ProtoJSON serde impls and a descriptor set for
+//! gRPC server reflection.
+
+use std::{env, fs, path::PathBuf};
+
+use prost::Message;
+
+/// Types we implement by hand in `src/`, because the wire rules ask for more than pbjson does:
+/// timestamps print in UTC with `Z` and millisecond precision, and `StringList` accepts the bare
+/// array form that some SDKs emit.
+const OVERRIDES: &[(&str, &str)] = &[
+    (".google.protobuf.Timestamp", "crate::wkt::Timestamp"),
+    (".lf.a2a.v1.StringList", "crate::string_list::StringList"),
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
+    let out = PathBuf::from(env::var("OUT_DIR")?);
+    println!("cargo:rerun-if-changed={}", root.display());
+
+    let fds = protox::compile(["lf/a2a/v1/a2a.proto"], [&root])?;
+    let descriptor_bytes = fds.encode_to_vec();
+    fs::write(out.join("a2a_descriptor.bin"), &descriptor_bytes)?;
+
+    let mut prost_cfg = tonic_prost_build::configure()
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .build_transport(false);
+    for (proto, rust) in OVERRIDES {
+        prost_cfg = prost_cfg.extern_path(*proto, *rust);
+    }
+    prost_cfg.skip_protoc_run().compile_fds(fds)?;
+
+    let mut json_cfg = pbjson_build::Builder::new();
+    json_cfg
+        .register_descriptors(&descriptor_bytes)?
+        .ignore_unknown_fields()
+        .exclude([".lf.a2a.v1.StringList"])
+        .extern_path(".google.protobuf", "::pbjson_types");
+    for (proto, rust) in OVERRIDES {
+        json_cfg.extern_path(*proto, *rust);
+    }
+    json_cfg.build(&[".lf.a2a.v1"])?;
+    Ok(())
+}

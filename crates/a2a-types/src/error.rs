@@ -1,0 +1,293 @@
+//! The one error type of the gateway. Every binding maps it with an exhaustive `match`, so a new
+//! variant does not compile until each binding has decided what it means on the wire. The codes
+//! follow the A2A 1.0.1 mapping table (JSON-RPC code, HTTP status, gRPC code, ErrorInfo reason).
+
+use std::collections::BTreeMap;
+
+use crate::v1::TaskState;
+
+/// `google.rpc.ErrorInfo.domain` for every error the gateway emits.
+pub const ERROR_DOMAIN: &str = "a2a-protocol.org";
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum A2aError {
+    #[error("task {task_id} not found")]
+    TaskNotFound { task_id: String },
+    #[error("task {task_id} is {} and cannot be canceled", state.as_str_name())]
+    TaskNotCancelable { task_id: String, state: TaskState },
+    #[error("push notifications are not supported by this agent")]
+    PushNotificationNotSupported,
+    #[error("{0}")]
+    UnsupportedOperation(String),
+    #[error("content type {media_type} is not supported by agent {agent}")]
+    ContentTypeNotSupported { media_type: String, agent: String },
+    #[error("invalid agent response: {0}")]
+    InvalidAgentResponse(String),
+    #[error("the extended agent card is not configured")]
+    ExtendedAgentCardNotConfigured,
+    #[error("extension {uri} is required; activate it with the A2A-Extensions header")]
+    ExtensionSupportRequired { uri: String },
+    #[error("A2A version {version} is not supported; this interface serves 1.x")]
+    VersionNotSupported { version: String },
+    #[error("invalid JSON: {0}")]
+    Parse(String),
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    #[error("method {method} not found")]
+    MethodNotFound { method: String },
+    /// Names the offending field (`message.parts[0]`, `pageSize`, ...).
+    #[error("invalid params: {field}: {reason}")]
+    InvalidParams { field: String, reason: String },
+    #[error("payload too large: the limit is {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("authentication required: {0}")]
+    Unauthenticated(String),
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// A dependency (database, bus, upstream agent) is unreachable; the request may be retried.
+    #[error("service unavailable: {0}")]
+    Unavailable(String),
+    /// Never echoes internal causes: callers log the cause and put a short description here.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// HTTP status and gRPC code names, without pulling an HTTP crate into the wire model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireCodes {
+    pub json_rpc: i32,
+    pub http: u16,
+    pub grpc: tonic::Code,
+    pub reason: &'static str,
+}
+
+impl A2aError {
+    pub fn invalid_params(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self::InvalidParams {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    pub fn task_not_found(task_id: impl Into<String>) -> Self {
+        Self::TaskNotFound {
+            task_id: task_id.into(),
+        }
+    }
+
+    /// The 1.0.1 mapping table, in one place.
+    pub fn codes(&self) -> WireCodes {
+        use tonic::Code;
+        let (json_rpc, http, grpc, reason) = match self {
+            Self::TaskNotFound { .. } => (-32001, 404, Code::NotFound, "TASK_NOT_FOUND"),
+            Self::TaskNotCancelable { .. } => (
+                -32002,
+                400,
+                Code::FailedPrecondition,
+                "TASK_NOT_CANCELABLE",
+            ),
+            Self::PushNotificationNotSupported => (
+                -32003,
+                400,
+                Code::FailedPrecondition,
+                "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ),
+            Self::UnsupportedOperation(_) => (
+                -32004,
+                400,
+                Code::FailedPrecondition,
+                "UNSUPPORTED_OPERATION",
+            ),
+            Self::ContentTypeNotSupported { .. } => (
+                -32005,
+                400,
+                Code::InvalidArgument,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+            ),
+            Self::InvalidAgentResponse(_) => {
+                (-32006, 500, Code::Internal, "INVALID_AGENT_RESPONSE")
+            }
+            Self::ExtendedAgentCardNotConfigured => (
+                -32007,
+                400,
+                Code::FailedPrecondition,
+                "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            ),
+            Self::ExtensionSupportRequired { .. } => (
+                -32008,
+                400,
+                Code::FailedPrecondition,
+                "EXTENSION_SUPPORT_REQUIRED",
+            ),
+            Self::VersionNotSupported { .. } => (
+                -32009,
+                400,
+                Code::FailedPrecondition,
+                "VERSION_NOT_SUPPORTED",
+            ),
+            Self::Parse(_) => (-32700, 400, Code::InvalidArgument, "PARSE_ERROR"),
+            Self::InvalidRequest(_) => (-32600, 400, Code::InvalidArgument, "INVALID_REQUEST"),
+            Self::MethodNotFound { .. } => (-32601, 404, Code::Unimplemented, "METHOD_NOT_FOUND"),
+            Self::InvalidParams { .. } => (-32602, 400, Code::InvalidArgument, "INVALID_PARAMS"),
+            Self::PayloadTooLarge { .. } => {
+                (-32600, 413, Code::ResourceExhausted, "PAYLOAD_TOO_LARGE")
+            }
+            Self::Unauthenticated(_) => (-31401, 401, Code::Unauthenticated, "UNAUTHENTICATED"),
+            Self::PermissionDenied(_) => {
+                (-31403, 403, Code::PermissionDenied, "PERMISSION_DENIED")
+            }
+            Self::Unavailable(_) => (-32603, 503, Code::Unavailable, "UNAVAILABLE"),
+            Self::Internal(_) => (-32603, 500, Code::Internal, "INTERNAL_ERROR"),
+        };
+        WireCodes {
+            json_rpc,
+            http,
+            grpc,
+            reason,
+        }
+    }
+
+    /// The `google.rpc.ErrorInfo` detail every binding attaches.
+    pub fn error_info(&self) -> ErrorInfo {
+        let mut metadata = BTreeMap::new();
+        match self {
+            Self::TaskNotFound { task_id } | Self::TaskNotCancelable { task_id, .. } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+            }
+            Self::ContentTypeNotSupported { media_type, .. } => {
+                metadata.insert("mediaType".to_owned(), media_type.clone());
+            }
+            Self::ExtensionSupportRequired { uri } => {
+                metadata.insert("extension".to_owned(), uri.clone());
+            }
+            Self::VersionNotSupported { version } => {
+                metadata.insert("version".to_owned(), version.clone());
+                metadata.insert("supportedVersions".to_owned(), "1.0".to_owned());
+            }
+            Self::MethodNotFound { method } => {
+                metadata.insert("method".to_owned(), method.clone());
+            }
+            Self::InvalidParams { field, .. } => {
+                metadata.insert("field".to_owned(), field.clone());
+            }
+            _ => {}
+        }
+        ErrorInfo {
+            reason: self.codes().reason,
+            domain: ERROR_DOMAIN,
+            metadata,
+        }
+    }
+
+    /// Whether a client may retry the same request later (used for `Retry-After`).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// `google.rpc.ErrorInfo`, as carried in JSON-RPC `error.data`, REST `error.details` and the gRPC
+/// `grpc-status-details-bin` trailer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorInfo {
+    pub reason: &'static str,
+    pub domain: &'static str,
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl ErrorInfo {
+    pub const TYPE_URL: &'static str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+    /// The ProtoJSON `Any` form: `{"@type": ..., "reason", "domain", "metadata"}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "@type": Self::TYPE_URL,
+            "reason": self.reason,
+            "domain": self.domain,
+        });
+        if !self.metadata.is_empty() {
+            v["metadata"] = serde_json::json!(self.metadata);
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a2a_errors_follow_the_1_0_1_table() {
+        let cases = [
+            (A2aError::task_not_found("t"), -32001, 404, tonic::Code::NotFound),
+            (
+                A2aError::TaskNotCancelable {
+                    task_id: "t".into(),
+                    state: TaskState::Completed,
+                },
+                -32002,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                A2aError::PushNotificationNotSupported,
+                -32003,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                A2aError::UnsupportedOperation("x".into()),
+                -32004,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                A2aError::ContentTypeNotSupported {
+                    media_type: "a/b".into(),
+                    agent: "echo".into(),
+                },
+                -32005,
+                400,
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                A2aError::InvalidAgentResponse("x".into()),
+                -32006,
+                500,
+                tonic::Code::Internal,
+            ),
+            (
+                A2aError::ExtendedAgentCardNotConfigured,
+                -32007,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                A2aError::ExtensionSupportRequired { uri: "u".into() },
+                -32008,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+            (
+                A2aError::VersionNotSupported {
+                    version: "99.0".into(),
+                },
+                -32009,
+                400,
+                tonic::Code::FailedPrecondition,
+            ),
+        ];
+        for (err, rpc, http, grpc) in cases {
+            let c = err.codes();
+            assert_eq!((c.json_rpc, c.http, c.grpc), (rpc, http, grpc), "{err:?}");
+            assert_eq!(err.error_info().domain, "a2a-protocol.org");
+        }
+    }
+
+    #[test]
+    fn error_info_json_names_the_task() {
+        let info = A2aError::task_not_found("t-1").error_info().to_json();
+        assert_eq!(info["@type"], ErrorInfo::TYPE_URL);
+        assert_eq!(info["reason"], "TASK_NOT_FOUND");
+        assert_eq!(info["metadata"]["taskId"], "t-1");
+    }
+}

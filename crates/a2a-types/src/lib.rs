@@ -1,0 +1,30 @@
+//! The A2A 1.0 wire model and the rules every other crate shares.
+//!
+//! - [`v1`]: prost messages generated from `proto/lf/a2a/v1/a2a.proto`, with ProtoJSON serde
+//!   (camelCase out, camelCase or snake_case in, enums by name or number, unknown fields ignored),
+//!   and the tonic service for `lf.a2a.v1.A2AService`.
+//! - [`A2aError`]: the one error enum, with its JSON-RPC / HTTP / gRPC mapping.
+//! - [`state`]: which task states are terminal or interrupted, and how an event changes a task.
+
+pub mod error;
+pub mod state;
+pub mod string_list;
+pub mod wkt;
+
+pub use error::{A2aError, ERROR_DOMAIN, ErrorInfo, WireCodes};
+
+/// Generated from `lf.a2a.v1`.
+#[allow(clippy::all, missing_docs)]
+pub mod v1 {
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.rs"));
+    include!(concat!(env!("OUT_DIR"), "/lf.a2a.v1.serde.rs"));
+}
+
+/// The encoded `FileDescriptorSet` of the A2A proto (with its imports), for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
+
+/// The protocol version this gateway speaks natively.
+pub const PROTOCOL_VERSION: &str = "1.0";
+
+#[cfg(test)]
+mod json_tests;
