@@ -1,1 +1,175 @@
+//! The task ledger behind the gateway: the [`TaskStore`] trait, its in-memory implementation, and
+//! the conformance suite every implementation must pass.
+//!
+//! *Invariant*: every read and every listing is scoped to an owner; a task of another owner is
+//! indistinguishable from a missing one. *Invariant*: each task's events carry strictly increasing
+//! sequence numbers (1 = the task as created), and appending an event updates the snapshot in the
+//! same atomic step, guarded by the sequence number the writer last saw.
+//! *Boundary*: no store knows HTTP, JSON-RPC or gRPC.
 
+mod cursor;
+mod memory;
+pub mod suite;
+
+use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
+use a2a_types::wkt::Timestamp;
+use async_trait::async_trait;
+
+pub use cursor::Cursor;
+pub use memory::MemoryTaskStore;
+
+/// A task snapshot and what the gateway keeps beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// Snapshot with status, artifacts and (possibly trimmed) history.
+    pub task: Task,
+    pub owner: String,
+    /// Name of the agent the task was routed to.
+    pub agent: String,
+    /// Sequence number of the last event applied to the snapshot.
+    pub seq: u64,
+}
+
+/// What [`TaskStore::create`] needs: the task as created (id, context id, status, history).
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    pub owner: String,
+    pub agent: String,
+    pub task: Task,
+}
+
+/// One entry of a task's event log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEvent {
+    pub task_id: String,
+    pub seq: u64,
+    pub event: StreamResponse,
+}
+
+/// One atomic change to a task: an optional client message appended to history, then an event
+/// applied with [`a2a_types::state::apply_event`] and appended to the event log.
+#[derive(Debug, Clone)]
+pub struct TaskChange {
+    pub user_message: Option<Message>,
+    pub event: StreamResponse,
+}
+
+/// Filters and paging of ListTasks, already validated by the service.
+#[derive(Debug, Clone, Default)]
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub status: Option<TaskState>,
+    /// Only tasks whose status timestamp is at or after this instant.
+    pub status_after: Option<Timestamp>,
+    pub page_size: usize,
+    pub cursor: Option<Cursor>,
+    pub history_length: Option<usize>,
+    pub include_artifacts: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    /// Cursor of the next page; `None` on the last page.
+    pub next: Option<Cursor>,
+    /// Number of matching tasks before paging.
+    pub total_size: u64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushConfigPage {
+    pub configs: Vec<TaskPushNotificationConfig>,
+    /// Opaque token of the next page; empty on the last page.
+    pub next_page_token: String,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum StoreError {
+    #[error("task {0} not found")]
+    NotFound(String),
+    /// Another writer appended first: the caller reloads and decides again.
+    #[error("task {task_id} changed concurrently (expected sequence {expected}, found {actual})")]
+    Conflict {
+        task_id: String,
+        expected: u64,
+        actual: u64,
+    },
+    /// Terminal tasks are immutable.
+    #[error("task {0} is in a terminal state")]
+    Terminal(String),
+    #[error("task {0} already exists")]
+    Duplicate(String),
+    #[error("invalid page token")]
+    InvalidPageToken,
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("store error: {0}")]
+    Internal(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Stores a new task and its first event (the task itself, sequence 1).
+    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent>;
+
+    /// Applies `change` if the task's last sequence number is still `expected_seq`; returns the
+    /// appended event (sequence `expected_seq + 1`) and the snapshot after the change.
+    async fn append(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        change: TaskChange,
+    ) -> StoreResult<(StoredEvent, Task)>;
+
+    /// The task of `owner`, with at most `history_length` most recent history messages.
+    async fn get(
+        &self,
+        owner: &str,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> StoreResult<Option<TaskRecord>>;
+
+    /// `owner`'s tasks, newest status first, ties broken by descending id.
+    async fn list(&self, owner: &str, query: &ListQuery) -> StoreResult<TaskPage>;
+
+    /// The events of `owner`'s task with a sequence number above `after_seq`, in order.
+    async fn events_after(
+        &self,
+        owner: &str,
+        task_id: &str,
+        after_seq: u64,
+    ) -> StoreResult<Vec<StoredEvent>>;
+
+    /// Creates or replaces (same task and id) a push config of `owner`'s task.
+    async fn put_push_config(
+        &self,
+        owner: &str,
+        config: TaskPushNotificationConfig,
+    ) -> StoreResult<TaskPushNotificationConfig>;
+
+    async fn get_push_config(
+        &self,
+        owner: &str,
+        task_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskPushNotificationConfig>>;
+
+    /// Configs in creation order; `page_token` is the one a previous page returned.
+    async fn list_push_configs(
+        &self,
+        owner: &str,
+        task_id: &str,
+        page_size: usize,
+        page_token: &str,
+    ) -> StoreResult<PushConfigPage>;
+
+    /// Idempotent: deleting a missing config id succeeds. Errors if the task is not `owner`'s.
+    async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()>;
+
+    /// Whether the backing service answers (used by `/readyz`).
+    async fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,377 @@
+//! The conformance suite of [`TaskStore`]: every implementation instantiates it with
+//! [`store_conformance_suite!`](crate::store_conformance_suite), so the in-memory store and the
+//! PostgreSQL store are held to exactly the same behaviour.
+
+use a2a_types::state::state_of;
+use a2a_types::v1::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, part::Content,
+    stream_response::Payload,
+};
+use a2a_types::wkt::Timestamp;
+
+use crate::{ListQuery, NewTask, StoreError, TaskChange, TaskStore};
+
+/// Instantiates every suite case as a `#[tokio::test]` for the store built by `$make`
+/// (an expression, evaluated once per test, that may `.await`).
+#[macro_export]
+macro_rules! store_conformance_suite {
+    ($make:expr) => {
+        $crate::store_conformance_suite!(@cases $make;
+            create_then_get, owners_are_isolated, append_is_guarded_by_sequence,
+            terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
+            list_pages_newest_first_exactly_once, list_filters_and_totals,
+            list_omits_artifacts_unless_asked, push_config_crud);
+    };
+    (@cases $make:expr; $($case:ident),*) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let store = $make;
+                $crate::suite::$case(&store).await;
+            }
+        )*
+    };
+}
+
+fn text(s: &str) -> Part {
+    Part {
+        content: Some(Content::Text(s.into())),
+        ..Default::default()
+    }
+}
+
+fn message(id: &str) -> Message {
+    Message {
+        message_id: id.into(),
+        role: Role::User as i32,
+        parts: vec![text(id)],
+        ..Default::default()
+    }
+}
+
+fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
+    NewTask {
+        owner: owner.into(),
+        agent: "echo".into(),
+        task: Task {
+            id: id.into(),
+            context_id: context.into(),
+            status: Some(TaskStatus {
+                state: TaskState::Submitted as i32,
+                message: None,
+                timestamp: Some(Timestamp::from_millis(ts_ms)),
+            }),
+            history: vec![message(&format!("{id}-m0"))],
+            ..Default::default()
+        },
+    }
+}
+
+fn status(id: &str, state: TaskState, ts_ms: i64) -> TaskChange {
+    TaskChange {
+        user_message: None,
+        event: StreamResponse {
+            payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: id.into(),
+                context_id: "c".into(),
+                status: Some(TaskStatus {
+                    state: state as i32,
+                    message: None,
+                    timestamp: Some(Timestamp::from_millis(ts_ms)),
+                }),
+                metadata: None,
+            })),
+        },
+    }
+}
+
+fn artifact(id: &str, chunk: &str, append: bool) -> TaskChange {
+    TaskChange {
+        user_message: None,
+        event: StreamResponse {
+            payload: Some(Payload::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: id.into(),
+                context_id: "c".into(),
+                artifact: Some(Artifact {
+                    artifact_id: "a1".into(),
+                    parts: vec![text(chunk)],
+                    ..Default::default()
+                }),
+                append,
+                last_chunk: false,
+                metadata: None,
+            })),
+        },
+    }
+}
+
+/// Task ids that sort like the gateway's UUID v7 ids.
+fn tid(n: usize) -> String {
+    format!("task-{n:05}")
+}
+
+pub async fn create_then_get(store: &dyn TaskStore) {
+    let first = store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    assert_eq!(first.seq, 1);
+    assert!(matches!(first.event.payload, Some(Payload::Task(ref t)) if t.id == "t1"));
+    let rec = store.get("alice", "t1", None).await.unwrap().expect("stored");
+    assert_eq!(rec.seq, 1);
+    assert_eq!(rec.owner, "alice");
+    assert_eq!(rec.agent, "echo");
+    assert_eq!(rec.task.context_id, "c1");
+    assert_eq!(rec.task.history.len(), 1);
+    assert!(matches!(
+        store.create(new_task("alice", "t1", "c1", 1_000)).await,
+        Err(StoreError::Duplicate(_))
+    ));
+    assert!(store.get("alice", "missing", None).await.unwrap().is_none());
+}
+
+pub async fn owners_are_isolated(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    assert!(store.get("bob", "t1", None).await.unwrap().is_none());
+    assert!(matches!(
+        store.events_after("bob", "t1", 0).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let page = store
+        .list("bob", &ListQuery { page_size: 50, ..Default::default() })
+        .await
+        .unwrap();
+    assert_eq!((page.tasks.len(), page.total_size), (0, 0));
+    let cfg = TaskPushNotificationConfig {
+        id: "p1".into(),
+        task_id: "t1".into(),
+        url: "https://example.com/hook".into(),
+        ..Default::default()
+    };
+    assert!(matches!(
+        store.put_push_config("bob", cfg.clone()).await,
+        Err(StoreError::NotFound(_))
+    ));
+    store.put_push_config("alice", cfg).await.unwrap();
+    assert!(store.get_push_config("bob", "t1", "p1").await.is_err());
+    assert!(store.list_push_configs("bob", "t1", 10, "").await.is_err());
+    assert!(store.delete_push_config("bob", "t1", "p1").await.is_err());
+    assert!(store.get_push_config("alice", "t1", "p1").await.unwrap().is_some());
+}
+
+pub async fn append_is_guarded_by_sequence(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    let (ev, snap) = store
+        .append("t1", 1, status("t1", TaskState::Working, 2_000))
+        .await
+        .unwrap();
+    assert_eq!(ev.seq, 2);
+    assert_eq!(state_of(&snap), TaskState::Working);
+    match store
+        .append("t1", 1, status("t1", TaskState::Failed, 3_000))
+        .await
+    {
+        Err(StoreError::Conflict { expected, actual, .. }) => assert_eq!((expected, actual), (1, 2)),
+        other => panic!("a stale writer must conflict, got {other:?}"),
+    }
+    let with_message = TaskChange {
+        user_message: Some(message("follow-up")),
+        ..status("t1", TaskState::Working, 3_000)
+    };
+    let (ev, snap) = store.append("t1", 2, with_message).await.unwrap();
+    assert_eq!(ev.seq, 3);
+    assert_eq!(snap.history.last().unwrap().message_id, "follow-up");
+    let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
+    assert_eq!(rec.seq, 3);
+    assert_eq!(rec.task, snap);
+    assert!(matches!(
+        store.append("nope", 1, status("nope", TaskState::Working, 1)).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn terminal_tasks_are_immutable(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .append("t1", 1, status("t1", TaskState::Completed, 2_000))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.append("t1", 2, status("t1", TaskState::Working, 3_000)).await,
+        Err(StoreError::Terminal(_))
+    ));
+    let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
+    assert_eq!(state_of(&rec.task), TaskState::Completed);
+}
+
+pub async fn events_replay_in_order(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    let mut seq = 1;
+    for i in 0..5 {
+        let (ev, _) = store
+            .append("t1", seq, artifact("t1", &i.to_string(), i > 0))
+            .await
+            .unwrap();
+        seq = ev.seq;
+    }
+    store
+        .append("t1", seq, status("t1", TaskState::Completed, 2_000))
+        .await
+        .unwrap();
+    let all = store.events_after("alice", "t1", 0).await.unwrap();
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>());
+    let tail = store.events_after("alice", "t1", 5).await.unwrap();
+    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7]);
+    assert!(store.events_after("alice", "t1", 7).await.unwrap().is_empty());
+    let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
+    assert_eq!(rec.task.artifacts.len(), 1);
+    assert_eq!(rec.task.artifacts[0].parts.len(), 5, "append extends the artifact");
+}
+
+pub async fn history_is_trimmed(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    let mut seq = 1;
+    for i in 1..=4 {
+        let change = TaskChange {
+            user_message: Some(message(&format!("m{i}"))),
+            ..status("t1", TaskState::Working, 1_000 + i)
+        };
+        seq = store.append("t1", seq, change).await.unwrap().0.seq;
+    }
+    let ids = |t: &Task| t.history.iter().map(|m| m.message_id.clone()).collect::<Vec<_>>();
+    let all = store.get("alice", "t1", None).await.unwrap().unwrap().task;
+    assert_eq!(ids(&all), ["t1-m0", "m1", "m2", "m3", "m4"]);
+    let two = store.get("alice", "t1", Some(2)).await.unwrap().unwrap().task;
+    assert_eq!(ids(&two), ["m3", "m4"]);
+    let none = store.get("alice", "t1", Some(0)).await.unwrap().unwrap().task;
+    assert!(none.history.is_empty());
+}
+
+pub async fn list_pages_newest_first_exactly_once(store: &dyn TaskStore) {
+    // 120 tasks; timestamps collide in groups of 3 to exercise the id tie-break.
+    for n in 0..120 {
+        store
+            .create(new_task("alice", &tid(n), "c", 10_000 + (n as i64 / 3)))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut query = ListQuery { page_size: 50, ..Default::default() };
+    loop {
+        let page = store.list("alice", &query).await.unwrap();
+        let expected_total = if seen.len() < 50 { 120 } else { 121 };
+        assert_eq!(page.total_size, expected_total);
+        seen.extend(page.tasks.iter().map(|t| t.id.clone()));
+        // A task created between pages must not shift the remaining pages.
+        if seen.len() == 50 {
+            store.create(new_task("alice", &tid(999), "c", 99_000)).await.unwrap();
+        }
+        match page.next {
+            Some(c) => query.cursor = Some(c),
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (0..120).rev().map(tid).collect();
+    assert_eq!(seen, expected, "every task exactly once, newest first");
+}
+
+pub async fn list_filters_and_totals(store: &dyn TaskStore) {
+    for n in 0..10 {
+        let ctx = if n % 2 == 0 { "even" } else { "odd" };
+        store
+            .create(new_task("alice", &tid(n), ctx, 1_000 + n as i64 * 10))
+            .await
+            .unwrap();
+    }
+    store
+        .append(&tid(3), 1, status(&tid(3), TaskState::Completed, 5_000))
+        .await
+        .unwrap();
+    let q = |f: fn(&mut ListQuery)| {
+        let mut q = ListQuery { page_size: 100, ..Default::default() };
+        f(&mut q);
+        q
+    };
+    let page = store.list("alice", &q(|q| q.context_id = Some("even".into()))).await.unwrap();
+    assert_eq!(page.total_size, 5);
+    assert!(page.tasks.iter().all(|t| t.context_id == "even"));
+
+    let page = store
+        .list("alice", &q(|q| q.status = Some(TaskState::Completed)))
+        .await
+        .unwrap();
+    assert_eq!(page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), [tid(3)]);
+
+    let page = store
+        .list("alice", &q(|q| q.status_after = Some(Timestamp::from_millis(1_070))))
+        .await
+        .unwrap();
+    // 1_070, 1_080, 1_090 and the completed task at 5_000 (which is listed first).
+    assert_eq!(
+        page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+        [tid(3), tid(9), tid(8), tid(7)]
+    );
+    assert_eq!(page.total_size, 4);
+
+    let mut small = q(|q| q.context_id = Some("odd".into()));
+    small.page_size = 2;
+    let first = store.list("alice", &small).await.unwrap();
+    assert_eq!((first.tasks.len(), first.total_size), (2, 5));
+    assert!(first.next.is_some());
+}
+
+pub async fn list_omits_artifacts_unless_asked(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store.append("t1", 1, artifact("t1", "x", false)).await.unwrap();
+    let mut q = ListQuery { page_size: 10, ..Default::default() };
+    let page = store.list("alice", &q).await.unwrap();
+    assert!(page.tasks[0].artifacts.is_empty());
+    q.include_artifacts = true;
+    q.history_length = Some(0);
+    let page = store.list("alice", &q).await.unwrap();
+    assert_eq!(page.tasks[0].artifacts.len(), 1);
+    assert!(page.tasks[0].history.is_empty());
+}
+
+pub async fn push_config_crud(store: &dyn TaskStore) {
+    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    for i in 0..3 {
+        let cfg = TaskPushNotificationConfig {
+            id: format!("p{i}"),
+            task_id: "t1".into(),
+            url: format!("https://example.com/{i}"),
+            token: "tok".into(),
+            ..Default::default()
+        };
+        assert_eq!(store.put_push_config("alice", cfg.clone()).await.unwrap(), cfg);
+    }
+    let replaced = TaskPushNotificationConfig {
+        id: "p1".into(),
+        task_id: "t1".into(),
+        url: "https://example.com/new".into(),
+        ..Default::default()
+    };
+    store.put_push_config("alice", replaced.clone()).await.unwrap();
+    assert_eq!(
+        store.get_push_config("alice", "t1", "p1").await.unwrap(),
+        Some(replaced)
+    );
+    let first = store.list_push_configs("alice", "t1", 2, "").await.unwrap();
+    assert_eq!(first.configs.len(), 2);
+    assert!(!first.next_page_token.is_empty());
+    let second = store
+        .list_push_configs("alice", "t1", 2, &first.next_page_token)
+        .await
+        .unwrap();
+    assert_eq!(second.configs.len(), 1);
+    assert!(second.next_page_token.is_empty());
+    assert!(matches!(
+        store.list_push_configs("alice", "t1", 2, "garbage!").await,
+        Err(StoreError::InvalidPageToken)
+    ));
+    store.delete_push_config("alice", "t1", "p0").await.unwrap();
+    store.delete_push_config("alice", "t1", "p0").await.unwrap();
+    assert!(store.get_push_config("alice", "t1", "p0").await.unwrap().is_none());
+    assert!(matches!(
+        store.get_push_config("alice", "nope", "p0").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
