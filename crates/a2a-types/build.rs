@@ -8,9 +8,13 @@ use prost::Message;
 
 /// Types we implement by hand in `src/`, because the wire rules ask for more than pbjson does:
 /// timestamps print in UTC with `Z` and millisecond precision, and `StringList` accepts the bare
-/// array form that some SDKs emit.
+/// array form that some SDKs emit, and `Struct`/`Value`/`ListValue` print integral numbers as
+/// JSON integers (`5`, not `5.0`) like Go protojson and Python.
 const OVERRIDES: &[(&str, &str)] = &[
     (".google.protobuf.Timestamp", "crate::wkt::Timestamp"),
+    (".google.protobuf.Struct", "crate::wkt::Struct"),
+    (".google.protobuf.Value", "crate::wkt::Value"),
+    (".google.protobuf.ListValue", "crate::wkt::ListValue"),
     (".lf.a2a.v1.StringList", "crate::string_list::StringList"),
 ];
 
@@ -36,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     json_cfg
         .register_descriptors(&descriptor_bytes)?
         .ignore_unknown_fields()
-        .exclude([".lf.a2a.v1.StringList"])
+        .exclude([".lf.a2a.v1.StringList", ".lf.a2a.v1.ListTasksResponse"])
         .extern_path(".google.protobuf", "::pbjson_types");
     for (proto, rust) in OVERRIDES {
         json_cfg.extern_path(*proto, *rust);

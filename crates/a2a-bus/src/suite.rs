@@ -102,7 +102,9 @@ pub async fn tasks_are_separate(bus: &dyn EventBus) {
 pub async fn terminal_event_ends_subscriptions(bus: &dyn EventBus) {
     let mut sub = bus.subscribe("t1").await.unwrap();
     bus.publish(working("t1", 1)).await.unwrap();
-    bus.publish(status_event("t1", 2, TaskState::Completed)).await.unwrap();
+    bus.publish(status_event("t1", 2, TaskState::Completed))
+        .await
+        .unwrap();
     assert_eq!(next_seqs(&mut sub, 2).await, [1, 2]);
     let end = tokio::time::timeout(Duration::from_secs(5), sub.next())
         .await

@@ -46,8 +46,9 @@ pub struct StoredEvent {
     pub event: StreamResponse,
 }
 
-/// One atomic change to a task: an optional client message appended to history, then an event
-/// applied with [`a2a_types::state::apply_event`] and appended to the event log.
+/// One atomic change to a task: an optional client message recorded with
+/// [`a2a_types::state::add_user_message`], then an event applied with
+/// [`a2a_types::state::apply_event`] and appended to the event log.
 #[derive(Debug, Clone)]
 pub struct TaskChange {
     pub user_message: Option<Message>,

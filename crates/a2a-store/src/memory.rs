@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::RwLock;
 
-use a2a_types::state::{apply_event, is_terminal, state_of, trim_history};
+use a2a_types::state::{add_user_message, apply_event, is_terminal, state_of, trim_history};
 use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use base64::Engine;
@@ -57,9 +57,7 @@ impl MemoryTaskStore {
 
 impl Inner {
     fn owned(&self, owner: &str, task_id: &str) -> Option<&Entry> {
-        self.tasks
-            .get(task_id)
-            .filter(|e| e.record.owner == owner)
+        self.tasks.get(task_id).filter(|e| e.record.owner == owner)
     }
 
     fn owned_mut(&mut self, owner: &str, task_id: &str) -> Option<&mut Entry> {
@@ -157,7 +155,7 @@ impl TaskStore for MemoryTaskStore {
         let old_key = order_key(&entry.record.task);
         let task = &mut entry.record.task;
         if let Some(m) = change.user_message {
-            task.history.push(m);
+            add_user_message(task, m);
         }
         apply_event(task, &change.event);
         let new_key = order_key(task);

@@ -112,10 +112,17 @@ fn tid(n: usize) -> String {
 }
 
 pub async fn create_then_get(store: &dyn TaskStore) {
-    let first = store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    let first = store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     assert_eq!(first.seq, 1);
     assert!(matches!(first.event.payload, Some(Payload::Task(ref t)) if t.id == "t1"));
-    let rec = store.get("alice", "t1", None).await.unwrap().expect("stored");
+    let rec = store
+        .get("alice", "t1", None)
+        .await
+        .unwrap()
+        .expect("stored");
     assert_eq!(rec.seq, 1);
     assert_eq!(rec.owner, "alice");
     assert_eq!(rec.agent, "echo");
@@ -129,14 +136,23 @@ pub async fn create_then_get(store: &dyn TaskStore) {
 }
 
 pub async fn owners_are_isolated(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     assert!(store.get("bob", "t1", None).await.unwrap().is_none());
     assert!(matches!(
         store.events_after("bob", "t1", 0).await,
         Err(StoreError::NotFound(_))
     ));
     let page = store
-        .list("bob", &ListQuery { page_size: 50, ..Default::default() })
+        .list(
+            "bob",
+            &ListQuery {
+                page_size: 50,
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
     assert_eq!((page.tasks.len(), page.total_size), (0, 0));
@@ -154,11 +170,20 @@ pub async fn owners_are_isolated(store: &dyn TaskStore) {
     assert!(store.get_push_config("bob", "t1", "p1").await.is_err());
     assert!(store.list_push_configs("bob", "t1", 10, "").await.is_err());
     assert!(store.delete_push_config("bob", "t1", "p1").await.is_err());
-    assert!(store.get_push_config("alice", "t1", "p1").await.unwrap().is_some());
+    assert!(
+        store
+            .get_push_config("alice", "t1", "p1")
+            .await
+            .unwrap()
+            .is_some()
+    );
 }
 
 pub async fn append_is_guarded_by_sequence(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     let (ev, snap) = store
         .append("t1", 1, status("t1", TaskState::Working, 2_000))
         .await
@@ -169,7 +194,9 @@ pub async fn append_is_guarded_by_sequence(store: &dyn TaskStore) {
         .append("t1", 1, status("t1", TaskState::Failed, 3_000))
         .await
     {
-        Err(StoreError::Conflict { expected, actual, .. }) => assert_eq!((expected, actual), (1, 2)),
+        Err(StoreError::Conflict {
+            expected, actual, ..
+        }) => assert_eq!((expected, actual), (1, 2)),
         other => panic!("a stale writer must conflict, got {other:?}"),
     }
     let with_message = TaskChange {
@@ -183,19 +210,26 @@ pub async fn append_is_guarded_by_sequence(store: &dyn TaskStore) {
     assert_eq!(rec.seq, 3);
     assert_eq!(rec.task, snap);
     assert!(matches!(
-        store.append("nope", 1, status("nope", TaskState::Working, 1)).await,
+        store
+            .append("nope", 1, status("nope", TaskState::Working, 1))
+            .await,
         Err(StoreError::NotFound(_))
     ));
 }
 
 pub async fn terminal_tasks_are_immutable(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     store
         .append("t1", 1, status("t1", TaskState::Completed, 2_000))
         .await
         .unwrap();
     assert!(matches!(
-        store.append("t1", 2, status("t1", TaskState::Working, 3_000)).await,
+        store
+            .append("t1", 2, status("t1", TaskState::Working, 3_000))
+            .await,
         Err(StoreError::Terminal(_))
     ));
     let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
@@ -203,7 +237,10 @@ pub async fn terminal_tasks_are_immutable(store: &dyn TaskStore) {
 }
 
 pub async fn events_replay_in_order(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     let mut seq = 1;
     for i in 0..5 {
         let (ev, _) = store
@@ -217,17 +254,33 @@ pub async fn events_replay_in_order(store: &dyn TaskStore) {
         .await
         .unwrap();
     let all = store.events_after("alice", "t1", 0).await.unwrap();
-    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=7).collect::<Vec<_>>());
+    assert_eq!(
+        all.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=7).collect::<Vec<_>>()
+    );
     let tail = store.events_after("alice", "t1", 5).await.unwrap();
     assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7]);
-    assert!(store.events_after("alice", "t1", 7).await.unwrap().is_empty());
+    assert!(
+        store
+            .events_after("alice", "t1", 7)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
     assert_eq!(rec.task.artifacts.len(), 1);
-    assert_eq!(rec.task.artifacts[0].parts.len(), 5, "append extends the artifact");
+    assert_eq!(
+        rec.task.artifacts[0].parts.len(),
+        5,
+        "append extends the artifact"
+    );
 }
 
 pub async fn history_is_trimmed(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     let mut seq = 1;
     for i in 1..=4 {
         let change = TaskChange {
@@ -236,12 +289,27 @@ pub async fn history_is_trimmed(store: &dyn TaskStore) {
         };
         seq = store.append("t1", seq, change).await.unwrap().0.seq;
     }
-    let ids = |t: &Task| t.history.iter().map(|m| m.message_id.clone()).collect::<Vec<_>>();
+    let ids = |t: &Task| {
+        t.history
+            .iter()
+            .map(|m| m.message_id.clone())
+            .collect::<Vec<_>>()
+    };
     let all = store.get("alice", "t1", None).await.unwrap().unwrap().task;
     assert_eq!(ids(&all), ["t1-m0", "m1", "m2", "m3", "m4"]);
-    let two = store.get("alice", "t1", Some(2)).await.unwrap().unwrap().task;
+    let two = store
+        .get("alice", "t1", Some(2))
+        .await
+        .unwrap()
+        .unwrap()
+        .task;
     assert_eq!(ids(&two), ["m3", "m4"]);
-    let none = store.get("alice", "t1", Some(0)).await.unwrap().unwrap().task;
+    let none = store
+        .get("alice", "t1", Some(0))
+        .await
+        .unwrap()
+        .unwrap()
+        .task;
     assert!(none.history.is_empty());
 }
 
@@ -254,7 +322,10 @@ pub async fn list_pages_newest_first_exactly_once(store: &dyn TaskStore) {
             .unwrap();
     }
     let mut seen = Vec::new();
-    let mut query = ListQuery { page_size: 50, ..Default::default() };
+    let mut query = ListQuery {
+        page_size: 50,
+        ..Default::default()
+    };
     loop {
         let page = store.list("alice", &query).await.unwrap();
         let expected_total = if seen.len() < 50 { 120 } else { 121 };
@@ -262,7 +333,10 @@ pub async fn list_pages_newest_first_exactly_once(store: &dyn TaskStore) {
         seen.extend(page.tasks.iter().map(|t| t.id.clone()));
         // A task created between pages must not shift the remaining pages.
         if seen.len() == 50 {
-            store.create(new_task("alice", &tid(999), "c", 99_000)).await.unwrap();
+            store
+                .create(new_task("alice", &tid(999), "c", 99_000))
+                .await
+                .unwrap();
         }
         match page.next {
             Some(c) => query.cursor = Some(c),
@@ -286,11 +360,17 @@ pub async fn list_filters_and_totals(store: &dyn TaskStore) {
         .await
         .unwrap();
     let q = |f: fn(&mut ListQuery)| {
-        let mut q = ListQuery { page_size: 100, ..Default::default() };
+        let mut q = ListQuery {
+            page_size: 100,
+            ..Default::default()
+        };
         f(&mut q);
         q
     };
-    let page = store.list("alice", &q(|q| q.context_id = Some("even".into()))).await.unwrap();
+    let page = store
+        .list("alice", &q(|q| q.context_id = Some("even".into())))
+        .await
+        .unwrap();
     assert_eq!(page.total_size, 5);
     assert!(page.tasks.iter().all(|t| t.context_id == "even"));
 
@@ -298,10 +378,16 @@ pub async fn list_filters_and_totals(store: &dyn TaskStore) {
         .list("alice", &q(|q| q.status = Some(TaskState::Completed)))
         .await
         .unwrap();
-    assert_eq!(page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(), [tid(3)]);
+    assert_eq!(
+        page.tasks.iter().map(|t| t.id.clone()).collect::<Vec<_>>(),
+        [tid(3)]
+    );
 
     let page = store
-        .list("alice", &q(|q| q.status_after = Some(Timestamp::from_millis(1_070))))
+        .list(
+            "alice",
+            &q(|q| q.status_after = Some(Timestamp::from_millis(1_070))),
+        )
         .await
         .unwrap();
     // 1_070, 1_080, 1_090 and the completed task at 5_000 (which is listed first).
@@ -319,9 +405,18 @@ pub async fn list_filters_and_totals(store: &dyn TaskStore) {
 }
 
 pub async fn list_omits_artifacts_unless_asked(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
-    store.append("t1", 1, artifact("t1", "x", false)).await.unwrap();
-    let mut q = ListQuery { page_size: 10, ..Default::default() };
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
+    store
+        .append("t1", 1, artifact("t1", "x", false))
+        .await
+        .unwrap();
+    let mut q = ListQuery {
+        page_size: 10,
+        ..Default::default()
+    };
     let page = store.list("alice", &q).await.unwrap();
     assert!(page.tasks[0].artifacts.is_empty());
     q.include_artifacts = true;
@@ -332,7 +427,10 @@ pub async fn list_omits_artifacts_unless_asked(store: &dyn TaskStore) {
 }
 
 pub async fn push_config_crud(store: &dyn TaskStore) {
-    store.create(new_task("alice", "t1", "c1", 1_000)).await.unwrap();
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
     for i in 0..3 {
         let cfg = TaskPushNotificationConfig {
             id: format!("p{i}"),
@@ -341,7 +439,10 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
             token: "tok".into(),
             ..Default::default()
         };
-        assert_eq!(store.put_push_config("alice", cfg.clone()).await.unwrap(), cfg);
+        assert_eq!(
+            store.put_push_config("alice", cfg.clone()).await.unwrap(),
+            cfg
+        );
     }
     let replaced = TaskPushNotificationConfig {
         id: "p1".into(),
@@ -349,7 +450,10 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         url: "https://example.com/new".into(),
         ..Default::default()
     };
-    store.put_push_config("alice", replaced.clone()).await.unwrap();
+    store
+        .put_push_config("alice", replaced.clone())
+        .await
+        .unwrap();
     assert_eq!(
         store.get_push_config("alice", "t1", "p1").await.unwrap(),
         Some(replaced)
@@ -369,7 +473,13 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
     ));
     store.delete_push_config("alice", "t1", "p0").await.unwrap();
     store.delete_push_config("alice", "t1", "p0").await.unwrap();
-    assert!(store.get_push_config("alice", "t1", "p0").await.unwrap().is_none());
+    assert!(
+        store
+            .get_push_config("alice", "t1", "p0")
+            .await
+            .unwrap()
+            .is_none()
+    );
     assert!(matches!(
         store.get_push_config("alice", "nope", "p0").await,
         Err(StoreError::NotFound(_))

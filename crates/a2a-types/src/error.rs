@@ -80,12 +80,9 @@ impl A2aError {
         use tonic::Code;
         let (json_rpc, http, grpc, reason) = match self {
             Self::TaskNotFound { .. } => (-32001, 404, Code::NotFound, "TASK_NOT_FOUND"),
-            Self::TaskNotCancelable { .. } => (
-                -32002,
-                400,
-                Code::FailedPrecondition,
-                "TASK_NOT_CANCELABLE",
-            ),
+            Self::TaskNotCancelable { .. } => {
+                (-32002, 400, Code::FailedPrecondition, "TASK_NOT_CANCELABLE")
+            }
             Self::PushNotificationNotSupported => (
                 -32003,
                 400,
@@ -133,9 +130,7 @@ impl A2aError {
                 (-32600, 413, Code::ResourceExhausted, "PAYLOAD_TOO_LARGE")
             }
             Self::Unauthenticated(_) => (-31401, 401, Code::Unauthenticated, "UNAUTHENTICATED"),
-            Self::PermissionDenied(_) => {
-                (-31403, 403, Code::PermissionDenied, "PERMISSION_DENIED")
-            }
+            Self::PermissionDenied(_) => (-31403, 403, Code::PermissionDenied, "PERMISSION_DENIED"),
             Self::Unavailable(_) => (-32603, 503, Code::Unavailable, "UNAVAILABLE"),
             Self::Internal(_) => (-32603, 500, Code::Internal, "INTERNAL_ERROR"),
         };
@@ -218,7 +213,12 @@ mod tests {
     #[test]
     fn a2a_errors_follow_the_1_0_1_table() {
         let cases = [
-            (A2aError::task_not_found("t"), -32001, 404, tonic::Code::NotFound),
+            (
+                A2aError::task_not_found("t"),
+                -32001,
+                404,
+                tonic::Code::NotFound,
+            ),
             (
                 A2aError::TaskNotCancelable {
                     task_id: "t".into(),

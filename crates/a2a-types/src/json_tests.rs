@@ -9,23 +9,8 @@ where
 {
     let parsed: T = serde_json::from_value(doc.clone()).expect("parses");
     let printed = serde_json::to_value(&parsed).unwrap();
-    assert_eq!(
-        numbers_as_f64(printed),
-        numbers_as_f64(doc),
-        "printed form differs from the input document"
-    );
+    assert_eq!(printed, doc, "printed form differs from the input document");
     parsed
-}
-
-/// `google.protobuf.Value` numbers are doubles: `5` comes back as `5.0`, which is the same JSON
-/// number; compare numbers by value.
-fn numbers_as_f64(v: Value) -> Value {
-    match v {
-        Value::Number(n) => json!(n.as_f64().unwrap()),
-        Value::Array(a) => Value::Array(a.into_iter().map(numbers_as_f64).collect()),
-        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, numbers_as_f64(v))).collect()),
-        other => other,
-    }
 }
 
 #[test]
@@ -65,6 +50,9 @@ fn every_part_kind() {
         Some(part::Content::Raw(b)) => assert_eq!(b.as_slice(), b"hello"),
         other => panic!("raw part decoded as {other:?}"),
     }
+    // Integral numbers print as JSON integers, not `5.0`.
+    let printed = serde_json::to_string(&msg.parts[3]).unwrap();
+    assert!(printed.contains(r#""chunks":5,"#), "{printed}");
 }
 
 #[test]
@@ -73,12 +61,18 @@ fn stream_responses_use_member_keys() {
         "statusUpdate": {"taskId": "t", "contextId": "c",
                          "status": {"state": "TASK_STATE_WORKING", "timestamp": "2026-01-01T00:00:00.000Z"}}
     }));
-    assert!(matches!(ev.payload, Some(stream_response::Payload::StatusUpdate(_))));
+    assert!(matches!(
+        ev.payload,
+        Some(stream_response::Payload::StatusUpdate(_))
+    ));
     let ev: StreamResponse = round_trip(json!({
         "artifactUpdate": {"taskId": "t", "contextId": "c", "append": true, "lastChunk": true,
                            "artifact": {"artifactId": "a", "parts": [{"text": "x"}]}}
     }));
-    assert!(matches!(ev.payload, Some(stream_response::Payload::ArtifactUpdate(_))));
+    assert!(matches!(
+        ev.payload,
+        Some(stream_response::Payload::ArtifactUpdate(_))
+    ));
 }
 
 #[test]
@@ -145,9 +139,16 @@ fn protobuf_and_json_agree() {
     use prost::Message as _;
     let task: Task = serde_json::from_value(json!({
         "id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"},
-        "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}]
+        "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}, {"data": {"n": 5, "l": [0.5, null]}}]}],
+        "metadata": {"k": {"nested": true}, "n": -1}
     }))
     .unwrap();
     let decoded = Task::decode(task.encode_to_vec().as_slice()).unwrap();
     assert_eq!(decoded, task);
+    let printed = serde_json::to_value(&decoded).unwrap();
+    assert_eq!(printed["metadata"], json!({"k": {"nested": true}, "n": -1}));
+    assert_eq!(
+        printed["history"][0]["parts"][1]["data"],
+        json!({"n": 5, "l": [0.5, null]})
+    );
 }

@@ -7,9 +7,11 @@
 //! - [`state`]: which task states are terminal or interrupted, and how an event changes a task.
 
 pub mod error;
+mod list_response;
 pub mod state;
 pub mod string_list;
 pub mod wkt;
+mod wkt_struct;
 
 pub use error::{A2aError, ERROR_DOMAIN, ErrorInfo, WireCodes};
 
@@ -21,7 +23,8 @@ pub mod v1 {
 }
 
 /// The encoded `FileDescriptorSet` of the A2A proto (with its imports), for gRPC reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/a2a_descriptor.bin"));
 
 /// The protocol version this gateway speaks natively.
 pub const PROTOCOL_VERSION: &str = "1.0";

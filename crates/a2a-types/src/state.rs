@@ -2,7 +2,7 @@
 //! and every stream follower use [`apply_event`], so a snapshot rebuilt from the event log is the
 //! snapshot that was stored.
 
-use crate::v1::{StreamResponse, Task, TaskState, stream_response::Payload};
+use crate::v1::{Message, StreamResponse, Task, TaskState, stream_response::Payload};
 
 /// COMPLETED, FAILED, CANCELED, REJECTED: the task is immutable from here on.
 pub fn is_terminal(state: TaskState) -> bool {
@@ -83,6 +83,17 @@ pub fn apply_event(task: &mut Task, event: &StreamResponse) {
     }
 }
 
+/// Records a client message on the task: the agent's pending status message (the question that
+/// interrupted the task) moves to history first, so history stays chronological.
+pub fn add_user_message(task: &mut Task, message: Message) {
+    if let Some(status) = task.status.as_mut()
+        && let Some(question) = status.message.take()
+    {
+        task.history.push(question);
+    }
+    task.history.push(message);
+}
+
 /// Keeps at most the `n` most recent history messages (`None` = all, `Some(0)` = none).
 pub fn trim_history(task: &mut Task, history_length: Option<usize>) {
     if let Some(n) = history_length
@@ -150,7 +161,10 @@ mod tests {
             message_id: "m".into(),
             ..Default::default()
         };
-        apply_event(&mut task, &status(TaskState::InputRequired, Some(ask.clone())));
+        apply_event(
+            &mut task,
+            &status(TaskState::InputRequired, Some(ask.clone())),
+        );
         assert!(task.history.is_empty());
         apply_event(&mut task, &status(TaskState::Working, None));
         assert_eq!(task.history, vec![ask]);

@@ -1,8 +1,13 @@
 //! `google.protobuf.Timestamp` with the A2A JSON form: RFC 3339 in UTC, ending in `Z`, with
 //! millisecond precision on output; any offset and 0–9 fractional digits accepted on input.
+//!
+//! Also re-exports `google.protobuf.Struct`, `Value` (with [`value::Kind`]), `ListValue` and
+//! `NullValue`, whose JSON form prints integral numbers as integers (see `wkt_struct.rs`).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+pub use crate::wkt_struct::{ListValue, NullValue, Struct, Value, value};
 
 /// Wire-compatible with `google.protobuf.Timestamp` (same field numbers), so the generated A2A
 /// messages can use it in place of `pbjson_types::Timestamp`.
@@ -73,9 +78,8 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let s = std::borrow::Cow::<str>::deserialize(deserializer)?;
-        Self::parse(&s).map_err(|e| {
-            serde::de::Error::custom(format!("invalid RFC 3339 timestamp {s:?}: {e}"))
-        })
+        Self::parse(&s)
+            .map_err(|e| serde::de::Error::custom(format!("invalid RFC 3339 timestamp {s:?}: {e}")))
     }
 }
 

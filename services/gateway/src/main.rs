@@ -1,1 +1,111 @@
-fn main(){}
+//! The `a2a-gateway` binary: `serve` (default) or `migrate`.
+
+use std::process::ExitCode;
+
+use a2a_gateway::{app, config::Config};
+use tokio_util::sync::CancellationToken;
+
+const USAGE: &str = "usage: a2a-gateway [serve|migrate]
+
+  serve     serve A2A over HTTP (default)
+  migrate   apply database migrations and exit
+
+Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
+A2A_REDIS_URL, A2A_CONFIG, RUST_LOG); see the README.";
+
+/// Exit code for configuration errors (sysexits EX_CONFIG).
+const EX_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = args.first().map(String::as_str).unwrap_or("serve");
+    match command {
+        "serve" => {}
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        "migrate" => {
+            eprintln!(
+                "a2a-gateway: migrate needs A2A_DATABASE_URL and a build with the PostgreSQL store; this build is in-memory only"
+            );
+            return ExitCode::from(EX_CONFIG);
+        }
+        other => {
+            eprintln!("a2a-gateway: unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    init_tracing();
+    let config = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    runtime.block_on(run(config))
+}
+
+async fn run(config: Config) -> ExitCode {
+    let shutdown = CancellationToken::new();
+    let svc = match app::build(&config, shutdown.clone()) {
+        Ok(svc) => svc,
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(config.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("a2a-gateway: cannot listen on {}: {e}", config.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    let addr = listener.local_addr().map_or(config.listen, |a| a);
+    tracing::info!(
+        "a2a-gateway listening on http://{addr} in {} mode; card at {}/.well-known/agent-card.json",
+        config.mode(),
+        config.public_url
+    );
+    tokio::spawn(signal_shutdown(shutdown.clone()));
+    match app::serve(listener, svc, shutdown).await {
+        Ok(()) => {
+            tracing::info!("a2a-gateway stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "server error");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn signal_shutdown(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+    tracing::info!("shutting down: closing streams, finishing requests");
+    shutdown.cancel();
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,21 @@
+-- wrk script: JSON-RPC SendMessage to the echo agent, a fresh messageId per request.
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["A2A-Version"] = "1.0"
+
+local counter = 0
+local thread_id = 0
+
+function setup(thread)
+  thread:set("thread_id", thread_id)
+  thread_id = thread_id + 1
+end
+
+function request()
+  counter = counter + 1
+  local body = string.format(
+    '{"jsonrpc":"2.0","id":%d,"method":"SendMessage","params":{"message":' ..
+    '{"messageId":"bench-%d-%d","role":"ROLE_USER","parts":[{"text":"hello"}]}}}',
+    counter, thread_id, counter)
+  return wrk.format(nil, nil, nil, body)
+end

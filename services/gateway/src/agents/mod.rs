@@ -1,0 +1,219 @@
+//! Agents: what a task is routed to. Built-in agents live here; upstream A2A agents implement the
+//! same trait. An agent reports progress through [`AgentEvents`]; the service's task runner turns
+//! each event into a stored, published task event, so agents never touch the store or the bus.
+
+mod echo;
+mod scenario;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use a2a_types::A2aError;
+use a2a_types::v1::{AgentSkill, Artifact, Message, Task, TaskState};
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use echo::EchoAgent;
+pub use scenario::ScenarioAgent;
+
+/// One turn of work: a new task, or a client message continuing an interrupted one.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    pub task_id: String,
+    pub context_id: String,
+    /// The client's message (with task and context ids filled in).
+    pub message: Message,
+    /// The task snapshot when the message continues an existing task.
+    pub task: Option<Task>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentEvent {
+    /// A direct reply; only valid as the first and only event of a new task's turn.
+    Message(Message),
+    Status {
+        state: TaskState,
+        message: Option<Message>,
+    },
+    Artifact {
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+}
+
+/// The agent's side of a turn: a bounded channel to the task runner and the turn's cancellation.
+#[derive(Clone)]
+pub struct AgentEvents {
+    tx: mpsc::Sender<AgentEvent>,
+    cancel: CancellationToken,
+}
+
+impl AgentEvents {
+    pub(crate) fn new(tx: mpsc::Sender<AgentEvent>, cancel: CancellationToken) -> Self {
+        Self { tx, cancel }
+    }
+
+    /// Sends one event; fails once the runner has stopped listening (task settled or canceled),
+    /// which tells the agent to stop.
+    pub async fn send(&self, event: AgentEvent) -> Result<(), A2aError> {
+        self.tx
+            .send(event)
+            .await
+            .map_err(|_| A2aError::Internal("the task runner stopped listening".into()))
+    }
+
+    pub async fn status(&self, state: TaskState, message: Option<Message>) -> Result<(), A2aError> {
+        self.send(AgentEvent::Status { state, message }).await
+    }
+
+    pub async fn artifact(
+        &self,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Result<(), A2aError> {
+        self.send(AgentEvent::Artifact {
+            artifact,
+            append,
+            last_chunk,
+        })
+        .await
+    }
+
+    pub async fn reply(&self, message: Message) -> Result<(), A2aError> {
+        self.send(AgentEvent::Message(message)).await
+    }
+
+    /// Resolves when the task is canceled (upstream agents forward the cancel from here).
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await
+    }
+}
+
+#[async_trait]
+pub trait Agent: Send + Sync + 'static {
+    fn name(&self) -> &str;
+    fn description(&self) -> &str;
+    fn skills(&self) -> Vec<AgentSkill>;
+    /// Media types accepted in message parts (`type/*` and `*/*` wildcards allowed).
+    fn input_modes(&self) -> Vec<String>;
+    fn output_modes(&self) -> Vec<String>;
+    /// Runs one turn. An error before the first event is returned to the caller; after it, the
+    /// task ends FAILED with the error's message.
+    async fn execute(&self, request: AgentRequest, events: AgentEvents) -> Result<(), A2aError>;
+}
+
+/// Whether `media_type` (parameters ignored, case-insensitive) matches one of `modes`.
+pub fn accepts(modes: &[String], media_type: &str) -> bool {
+    let wanted = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    let (wanted_type, _) = wanted.split_once('/').unwrap_or((&wanted, ""));
+    modes.iter().any(|m| {
+        let m = m.to_ascii_lowercase();
+        m == "*/*"
+            || m == wanted
+            || m.strip_suffix("/*")
+                .is_some_and(|prefix| prefix == wanted_type)
+    })
+}
+
+/// The agents this gateway routes to, by name, with the default for messages without a tenant.
+#[derive(Clone)]
+pub struct AgentRegistry {
+    agents: HashMap<String, Arc<dyn Agent>>,
+    order: Vec<String>,
+    default: String,
+}
+
+impl AgentRegistry {
+    /// The built-in agents: `echo` (the default) and `scenario`.
+    pub fn builtin() -> Self {
+        let mut r = Self {
+            agents: HashMap::new(),
+            order: Vec::new(),
+            default: "echo".into(),
+        };
+        r.add(Arc::new(EchoAgent));
+        r.add(Arc::new(ScenarioAgent));
+        r
+    }
+
+    pub fn add(&mut self, agent: Arc<dyn Agent>) {
+        let name = agent.name().to_owned();
+        if self.agents.insert(name.clone(), agent).is_none() {
+            self.order.push(name);
+        }
+    }
+
+    pub fn set_default(&mut self, name: &str) -> Result<(), String> {
+        if !self.agents.contains_key(name) {
+            return Err(format!("default agent {name:?} is not a known agent"));
+        }
+        self.default = name.to_owned();
+        Ok(())
+    }
+
+    /// The agent for a request's `tenant` (empty = the default agent).
+    pub fn resolve(&self, tenant: &str) -> Result<Arc<dyn Agent>, A2aError> {
+        let name = if tenant.is_empty() {
+            &self.default
+        } else {
+            tenant
+        };
+        self.agents
+            .get(name)
+            .cloned()
+            .ok_or_else(|| A2aError::invalid_params("tenant", format!("no agent named {name:?}")))
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Agent>> {
+        self.agents.get(name).cloned()
+    }
+
+    /// Agents in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Agent>> {
+        self.order.iter().map(|n| &self.agents[n])
+    }
+}
+
+/// A text part (used by the built-in agents).
+pub fn text_part(text: impl Into<String>) -> a2a_types::v1::Part {
+    a2a_types::v1::Part {
+        content: Some(a2a_types::v1::part::Content::Text(text.into())),
+        ..Default::default()
+    }
+}
+
+/// A message from the agent in the request's context.
+pub fn agent_message(request: &AgentRequest, text: impl Into<String>) -> Message {
+    Message {
+        message_id: uuid::Uuid::now_v7().to_string(),
+        context_id: request.context_id.clone(),
+        task_id: request.task_id.clone(),
+        role: a2a_types::v1::Role::Agent as i32,
+        parts: vec![text_part(text)],
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_type_matching() {
+        let modes = vec!["text/*".to_owned(), "application/json".to_owned()];
+        assert!(accepts(&modes, "text/plain"));
+        assert!(accepts(&modes, "Text/Markdown; charset=utf-8"));
+        assert!(accepts(&modes, "application/json"));
+        assert!(!accepts(&modes, "application/x-unsupported-tck-type"));
+        assert!(!accepts(&modes, "image/png"));
+        assert!(accepts(&["*/*".to_owned()], "image/png"));
+    }
+}

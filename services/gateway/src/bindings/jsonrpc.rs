@@ -1,0 +1,339 @@
+//! JSON-RPC 2.0 at `POST /a2a/jsonrpc`: the 11 PascalCase methods of A2A 1.0. Errors travel with
+//! HTTP 200 (413 for an oversized body); streaming methods answer with SSE whose every event is a
+//! JSON-RPC response carrying the request's id.
+
+use a2a_types::A2aError;
+use a2a_types::v1::{
+    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{extensions_header, request_context, sse};
+use crate::service::{A2aService, EventStream, RequestContext};
+
+pub const PATH: &str = "/a2a/jsonrpc";
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(default)]
+    jsonrpc: Option<Value>,
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<Value>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+struct Success<'a, T: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Value,
+    result: &'a T,
+}
+
+enum Outcome {
+    Json(Vec<u8>),
+    Stream(EventStream),
+}
+
+pub async fn handle(
+    State(svc): State<A2aService>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let err = A2aError::PayloadTooLarge {
+                limit: svc.max_body_bytes(),
+            };
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json_response(error_body(&Value::Null, &err)),
+            )
+                .into_response();
+        }
+        Err(rejection) => {
+            let err = A2aError::InvalidRequest(rejection.body_text());
+            return json_response(error_body(&Value::Null, &err));
+        }
+    };
+    let envelope = match parse_envelope(&body) {
+        Ok(e) => e,
+        Err(err) => return json_response(error_body(&Value::Null, &err)),
+    };
+    let (id, method, params) = envelope;
+    let ctx = match request_context(&headers, uri.query()) {
+        Ok(ctx) => ctx,
+        Err(err) => return json_response(error_body(&id, &err)),
+    };
+    let activated = match svc.check_extensions(&ctx) {
+        Ok(a) => a,
+        Err(err) => return json_response(error_body(&id, &err)),
+    };
+    let mut response = match dispatch(&svc, &ctx, &id, &method, params).await {
+        Ok(Outcome::Json(body)) => json_response(body),
+        Ok(Outcome::Stream(events)) => {
+            let id = id.clone();
+            sse::respond(events, svc.keep_alive(), move |item| {
+                let bytes = match item {
+                    Ok(ev) => success_body(&id, &ev.event),
+                    Err(err) => error_body(&id, err),
+                };
+                String::from_utf8(bytes).expect("serde_json writes UTF-8")
+            })
+        }
+        Err(err) => json_response(error_body(&id, &err)),
+    };
+    if let Some(v) = extensions_header(&activated) {
+        response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+    }
+    response
+}
+
+/// Splits a request into (id, method, params), with the JSON-RPC error for each malformation.
+fn parse_envelope(body: &[u8]) -> Result<(Value, String, Option<&RawValue>), A2aError> {
+    let envelope: Envelope = match serde_json::from_slice(body) {
+        Ok(e) => e,
+        Err(e) if e.is_syntax() || e.is_eof() => return Err(A2aError::Parse(e.to_string())),
+        Err(_) => {
+            return Err(A2aError::InvalidRequest(
+                "the request must be a JSON-RPC 2.0 request object (batches are not supported)"
+                    .into(),
+            ));
+        }
+    };
+    let id = match envelope.id {
+        None => Value::Null,
+        Some(id @ (Value::Null | Value::String(_) | Value::Number(_))) => id,
+        Some(_) => {
+            return Err(A2aError::InvalidRequest(
+                "id must be a string, a number or null".into(),
+            ));
+        }
+    };
+    let invalid = |msg: &str| (id.clone(), A2aError::InvalidRequest(msg.to_owned()));
+    let checked = (|| {
+        if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid("jsonrpc must be \"2.0\""));
+        }
+        match envelope.method {
+            Some(Value::String(m)) if !m.is_empty() => Ok(m),
+            Some(_) => Err(invalid("method must be a non-empty string")),
+            None => Err(invalid("method is required")),
+        }
+    })();
+    match checked {
+        Ok(method) => Ok((id, method, envelope.params)),
+        // Keep the id the client sent in the error response when it could be read.
+        Err((_, e)) => Err(e),
+    }
+}
+
+/// Decodes `params` into a request type; every failure names the offending field.
+fn params<T: DeserializeOwned + Default>(
+    raw: Option<&RawValue>,
+    required: bool,
+) -> Result<T, A2aError> {
+    let Some(raw) = raw.filter(|r| r.get().trim() != "null") else {
+        return if required {
+            Err(A2aError::invalid_params("params", "is required"))
+        } else {
+            Ok(T::default())
+        };
+    };
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            "params".to_owned()
+        } else {
+            path
+        };
+        A2aError::invalid_params(field, e.into_inner().to_string())
+    })
+}
+
+fn json<T: Serialize>(id: &Value, result: &T) -> Outcome {
+    Outcome::Json(success_body(id, result))
+}
+
+async fn dispatch(
+    svc: &A2aService,
+    ctx: &RequestContext,
+    id: &Value,
+    method: &str,
+    raw: Option<&RawValue>,
+) -> Result<Outcome, A2aError> {
+    Ok(match method {
+        "SendMessage" => json(
+            id,
+            &svc.send_message(ctx, params::<SendMessageRequest>(raw, true)?)
+                .await?,
+        ),
+        "SendStreamingMessage" => Outcome::Stream(
+            svc.send_streaming_message(ctx, params::<SendMessageRequest>(raw, true)?)
+                .await?,
+        ),
+        "GetTask" => json(
+            id,
+            &svc.get_task(ctx, params::<GetTaskRequest>(raw, true)?)
+                .await?,
+        ),
+        "ListTasks" => json(
+            id,
+            &svc.list_tasks(ctx, params::<ListTasksRequest>(raw, false)?)
+                .await?,
+        ),
+        "CancelTask" => json(
+            id,
+            &svc.cancel_task(ctx, params::<CancelTaskRequest>(raw, true)?)
+                .await?,
+        ),
+        "SubscribeToTask" => Outcome::Stream(
+            svc.subscribe_to_task(ctx, params::<SubscribeToTaskRequest>(raw, true)?)
+                .await?,
+        ),
+        "CreateTaskPushNotificationConfig" => json(
+            id,
+            &svc.create_push_config(ctx, params::<TaskPushNotificationConfig>(raw, true)?)
+                .await?,
+        ),
+        "GetTaskPushNotificationConfig" => json(
+            id,
+            &svc.get_push_config(
+                ctx,
+                params::<GetTaskPushNotificationConfigRequest>(raw, true)?,
+            )
+            .await?,
+        ),
+        "ListTaskPushNotificationConfigs" => json(
+            id,
+            &svc.list_push_configs(
+                ctx,
+                params::<ListTaskPushNotificationConfigsRequest>(raw, true)?,
+            )
+            .await?,
+        ),
+        "DeleteTaskPushNotificationConfig" => {
+            svc.delete_push_config(
+                ctx,
+                params::<DeleteTaskPushNotificationConfigRequest>(raw, true)?,
+            )
+            .await?;
+            json(id, &serde_json::json!({}))
+        }
+        "GetExtendedAgentCard" => json(
+            id,
+            &svc.get_extended_agent_card(ctx, params::<GetExtendedAgentCardRequest>(raw, false)?)
+                .await?,
+        ),
+        other => {
+            return Err(A2aError::MethodNotFound {
+                method: other.to_owned(),
+            });
+        }
+    })
+}
+
+fn success_body<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
+    serde_json::to_vec(&Success {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot serialise a result");
+        error_body(
+            id,
+            &A2aError::Internal("cannot serialise the result".into()),
+        )
+    })
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":[ErrorInfo, BadRequest?]}}`.
+pub fn error_body(id: &Value, err: &A2aError) -> Vec<u8> {
+    let mut data = vec![err.error_info().to_json()];
+    if let A2aError::InvalidParams { field, reason } = err {
+        data.push(serde_json::json!({
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": [{"field": field, "description": reason}],
+        }));
+    }
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": err.codes().json_rpc, "message": err.to_string(), "data": data},
+    });
+    serde_json::to_vec(&body).expect("a JSON value always serialises")
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelope_errors() {
+        assert!(matches!(parse_envelope(b"{oops"), Err(A2aError::Parse(_))));
+        assert!(matches!(
+            parse_envelope(b"[]"),
+            Err(A2aError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            parse_envelope(br#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#),
+            Err(A2aError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            parse_envelope(br#"{"jsonrpc":"2.0","id":{},"method":"GetTask"}"#),
+            Err(A2aError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            parse_envelope(br#"{"jsonrpc":"2.0","id":1}"#),
+            Err(A2aError::InvalidRequest(_))
+        ));
+        let (id, method, params) =
+            parse_envelope(br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"x"}}"#)
+                .unwrap();
+        assert_eq!((id, method.as_str()), (Value::from("a"), "GetTask"));
+        assert_eq!(params.unwrap().get(), r#"{"id":"x"}"#);
+    }
+
+    #[test]
+    fn params_errors_name_the_field() {
+        let raw = RawValue::from_string(
+            r#"{"message":{"messageId":"m","role":"ROLE_ROBOT","parts":[]}}"#.into(),
+        )
+        .unwrap();
+        match params::<SendMessageRequest>(Some(&raw), true) {
+            Err(A2aError::InvalidParams { field, .. }) => assert_eq!(field, "message.role"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            params::<GetTaskRequest>(None, true),
+            Err(A2aError::InvalidParams { .. })
+        ));
+    }
+}

@@ -1,0 +1,58 @@
+//! The wire bindings: thin adapters that decode a request into the canonical type, call
+//! [`A2aService`](crate::service::A2aService), and encode the result or the [`A2aError`] in the
+//! binding's own format. No binding knows SQL or Redis.
+
+pub mod card;
+pub mod jsonrpc;
+mod sse;
+
+use a2a_types::A2aError;
+use axum::http::{HeaderMap, HeaderValue};
+
+use crate::service::RequestContext;
+
+pub const VERSION_HEADER: &str = "a2a-version";
+pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
+/// The 0.3 spelling, still sent by older clients.
+const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
+
+/// The A2A service parameters of an HTTP request: `A2A-Version` (header, or the `A2A-Version`
+/// query parameter) and `A2A-Extensions` (comma-separated, possibly repeated).
+pub fn request_context(
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Result<RequestContext, A2aError> {
+    let version = headers
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or("<invalid>").to_owned())
+        .or_else(|| query_param(query, "A2A-Version"));
+    crate::service::negotiate_version(version.as_deref())?;
+    let mut ctx = RequestContext::anonymous();
+    for value in headers
+        .get_all(EXTENSIONS_HEADER)
+        .iter()
+        .chain(headers.get_all(LEGACY_EXTENSIONS_HEADER).iter())
+    {
+        let Ok(value) = value.to_str() else { continue };
+        for uri in value.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            if !ctx.extensions.iter().any(|e| e == uri) {
+                ctx.extensions.push(uri.to_owned());
+            }
+        }
+    }
+    Ok(ctx)
+}
+
+/// The `A2A-Extensions` response header listing the activated extensions, if any.
+pub fn extensions_header(activated: &[String]) -> Option<HeaderValue> {
+    if activated.is_empty() {
+        return None;
+    }
+    HeaderValue::from_str(&activated.join(", ")).ok()
+}
+
+fn query_param(query: Option<&str>, name: &str) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.into_owned())
+}

@@ -1,0 +1,305 @@
+//! Configuration: an optional TOML file (`A2A_CONFIG`) and the environment, env winning.
+//! Parsing has no side effects, so tests build a [`Config`] from a map.
+//!
+//! The closed list of environment variables is [`ENV_VARS`]; the README's table mirrors it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use a2a_types::v1::AgentSkill;
+use serde::Deserialize;
+
+/// Every environment variable the gateway reads, with its meaning (the README mirrors this).
+pub const ENV_VARS: &[(&str, &str)] = &[
+    (
+        "A2A_LISTEN",
+        "address to listen on (HTTP/1.1 and h2c); default 127.0.0.1:8080",
+    ),
+    (
+        "A2A_PUBLIC_URL",
+        "base URL written into the agent card; default http://<A2A_LISTEN>",
+    ),
+    (
+        "A2A_DATABASE_URL",
+        "PostgreSQL URL; unset = in-memory store",
+    ),
+    ("A2A_REDIS_URL", "Redis URL; unset = in-process event bus"),
+    ("A2A_CONFIG", "path of the TOML configuration file"),
+    (
+        "RUST_LOG",
+        "log filter (tracing-subscriber syntax); default info",
+    ),
+];
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub public_url: String,
+    pub database_url: Option<String>,
+    pub redis_url: Option<String>,
+    pub file: FileConfig,
+}
+
+/// What the configuration file may set. Unknown keys are rejected so typos fail loudly.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub public_url: Option<String>,
+    pub card: CardConfig,
+    pub limits: Limits,
+    /// Agent for messages without a tenant; default `echo`.
+    pub default_agent: Option<String>,
+    /// Extensions declared in the card's capabilities.
+    pub extensions: Vec<ExtensionConfig>,
+    /// Content of the extended agent card; enables `capabilities.extendedAgentCard`.
+    pub extended_card: Option<ExtendedCardConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CardConfig {
+    pub name: String,
+    pub description: String,
+    pub version: String,
+    pub documentation_url: Option<String>,
+    pub icon_url: Option<String>,
+    pub provider_organization: Option<String>,
+    pub provider_url: Option<String>,
+    pub streaming: bool,
+    pub push_notifications: bool,
+    /// Declare `capabilities.extendedAgentCard` even without an `[extended_card]` section
+    /// (GetExtendedAgentCard then answers ExtendedAgentCardNotConfigured).
+    pub extended_agent_card: bool,
+    /// `max-age` of the card's `Cache-Control`, in seconds.
+    pub cache_max_age_secs: u64,
+}
+
+impl Default for CardConfig {
+    fn default() -> Self {
+        Self {
+            name: "a2a-gateway".into(),
+            description: "A2A 1.0 gateway: one address for many agents".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            documentation_url: None,
+            icon_url: None,
+            provider_organization: None,
+            provider_url: None,
+            streaming: true,
+            push_notifications: true,
+            extended_agent_card: false,
+            cache_max_age_secs: 300,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Open SSE streams per process; more are refused as unavailable.
+    pub max_streams: usize,
+    /// How long a blocking SendMessage waits before returning the task as it is.
+    pub blocking_timeout_secs: u64,
+    /// Largest number of parts in one message.
+    pub max_parts: usize,
+    /// Seconds between SSE keep-alive comments.
+    pub keep_alive_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: 1024 * 1024,
+            max_streams: 10_000,
+            blocking_timeout_secs: 300,
+            max_parts: 256,
+            keep_alive_secs: 15,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtensionConfig {
+    pub uri: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub required: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExtendedCardConfig {
+    pub description: Option<String>,
+    pub skills: Vec<SkillConfig>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkillConfig {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub tags: Vec<String>,
+    pub examples: Vec<String>,
+}
+
+impl From<&SkillConfig> for AgentSkill {
+    fn from(s: &SkillConfig) -> Self {
+        AgentSkill {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            tags: s.tags.clone(),
+            examples: s.examples.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl Config {
+    /// Reads the environment of this process (and the file it names).
+    pub fn from_env() -> Result<Self, String> {
+        Self::load(|k| std::env::var(k).ok())
+    }
+
+    /// Builds the configuration from an environment lookup (tests pass a map).
+    pub fn load(env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let file = match env("A2A_CONFIG").filter(|p| !p.is_empty()) {
+            Some(path) => FileConfig::read(Path::new(&path))?,
+            None => FileConfig::default(),
+        };
+        Self::from_parts(file, env)
+    }
+
+    pub fn from_parts(
+        file: FileConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, String> {
+        let nonempty = |k: &str| env(k).filter(|v| !v.trim().is_empty());
+        let listen_raw = nonempty("A2A_LISTEN")
+            .or_else(|| file.listen.clone())
+            .unwrap_or_else(|| "127.0.0.1:8080".into());
+        let listen: SocketAddr = listen_raw.parse().map_err(|e| {
+            format!("A2A_LISTEN={listen_raw:?} is not an address like 127.0.0.1:8080: {e}")
+        })?;
+        let public_url = nonempty("A2A_PUBLIC_URL")
+            .or_else(|| file.public_url.clone())
+            .unwrap_or_else(|| format!("http://{listen}"));
+        let public_url = public_url.trim_end_matches('/').to_owned();
+        url::Url::parse(&public_url)
+            .map_err(|e| format!("A2A_PUBLIC_URL={public_url:?} is not a URL: {e}"))?;
+        if file.limits.max_body_bytes < 1024 {
+            return Err("limits.max_body_bytes must be at least 1024".into());
+        }
+        if file.limits.max_parts == 0 {
+            return Err("limits.max_parts must be at least 1".into());
+        }
+        Ok(Self {
+            listen,
+            public_url,
+            database_url: nonempty("A2A_DATABASE_URL"),
+            redis_url: nonempty("A2A_REDIS_URL"),
+            file,
+        })
+    }
+
+    /// Embedded when neither PostgreSQL nor Redis is configured.
+    pub fn mode(&self) -> &'static str {
+        match (&self.database_url, &self.redis_url) {
+            (None, None) => "embedded (in-memory store, in-process bus)",
+            _ => "distributed",
+        }
+    }
+}
+
+impl FileConfig {
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read A2A_CONFIG {}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("invalid A2A_CONFIG {}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_are_embedded_on_8080() {
+        let c = Config::from_parts(FileConfig::default(), env(&[])).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.public_url, "http://127.0.0.1:8080");
+        assert!(c.mode().starts_with("embedded"));
+    }
+
+    #[test]
+    fn env_wins_over_file() {
+        let file =
+            FileConfig::parse("listen = \"127.0.0.1:1\"\npublic_url = \"http://file\"").unwrap();
+        let c = Config::from_parts(
+            file,
+            env(&[
+                ("A2A_LISTEN", "0.0.0.0:9000"),
+                ("A2A_PUBLIC_URL", "https://gw.example.com/"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9000");
+        assert_eq!(c.public_url, "https://gw.example.com");
+    }
+
+    #[test]
+    fn bad_values_fail_with_one_clear_line() {
+        let err =
+            Config::from_parts(FileConfig::default(), env(&[("A2A_LISTEN", "nope")])).unwrap_err();
+        assert!(err.contains("A2A_LISTEN"), "{err}");
+        assert!(FileConfig::parse("[card]\nnmae = \"typo\"").is_err());
+    }
+
+    #[test]
+    fn parses_a_full_file() {
+        let f = FileConfig::parse(
+            r#"
+            default_agent = "scenario"
+            [card]
+            name = "gw"
+            push_notifications = false
+            [limits]
+            max_body_bytes = 2048
+            [[extensions]]
+            uri = "urn:x"
+            required = true
+            [extended_card]
+            description = "more"
+            [[extended_card.skills]]
+            id = "secret"
+            name = "Secret"
+            description = "only for callers who authenticated"
+            tags = ["private"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(f.card.name, "gw");
+        assert!(!f.card.push_notifications);
+        assert_eq!(f.limits.max_body_bytes, 2048);
+        assert!(f.extensions[0].required);
+        assert_eq!(f.extended_card.unwrap().skills[0].id, "secret");
+    }
+}

@@ -1,0 +1,7 @@
+//! a2a-gateway: an A2A 1.0 gateway. See `ARCHITECTURE.md` at the repository root for the map.
+
+pub mod agents;
+pub mod app;
+pub mod bindings;
+pub mod config;
+pub mod service;

@@ -1,0 +1,156 @@
+//! The agent cards: the public card at `/.well-known/agent-card.json` and the extended card of
+//! GetExtendedAgentCard, built once at start from the configuration and the agents.
+
+use a2a_types::A2aError;
+use a2a_types::v1::{
+    AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
+    GetExtendedAgentCardRequest,
+};
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use super::{A2aService, RequestContext};
+use crate::agents::AgentRegistry;
+use crate::config::FileConfig;
+
+/// Path of the JSON-RPC interface, relative to the public URL.
+pub const JSONRPC_PATH: &str = "/a2a/jsonrpc";
+
+/// A card serialised once, with the validators HTTP caching needs.
+#[derive(Debug, Clone)]
+pub struct CardDocument {
+    pub card: AgentCard,
+    pub json: Bytes,
+    /// Strong validator: a hash of `json`, quoted.
+    pub etag: String,
+    pub max_age_secs: u64,
+}
+
+impl CardDocument {
+    fn new(card: AgentCard, max_age_secs: u64) -> Self {
+        let json = Bytes::from(serde_json::to_vec(&card).expect("an AgentCard always serialises"));
+        let digest = Sha256::digest(&json);
+        let etag = format!(
+            "\"{}\"",
+            digest[..16]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        );
+        Self {
+            card,
+            json,
+            etag,
+            max_age_secs,
+        }
+    }
+}
+
+pub(crate) struct Cards {
+    public: CardDocument,
+    /// `Some` when `[extended_card]` is configured.
+    extended: Option<AgentCard>,
+}
+
+impl Cards {
+    pub fn build(config: &FileConfig, agents: &AgentRegistry, public_url: &str) -> Self {
+        let c = &config.card;
+        let skills: Vec<AgentSkill> = agents.iter().flat_map(|a| a.skills()).collect();
+        let mut input_modes: Vec<String> = Vec::new();
+        let mut output_modes: Vec<String> = Vec::new();
+        for agent in agents.iter() {
+            for m in agent.input_modes() {
+                if !input_modes.contains(&m) {
+                    input_modes.push(m);
+                }
+            }
+            for m in agent.output_modes() {
+                if !output_modes.contains(&m) {
+                    output_modes.push(m);
+                }
+            }
+        }
+        let card = AgentCard {
+            name: c.name.clone(),
+            description: c.description.clone(),
+            supported_interfaces: vec![AgentInterface {
+                url: format!("{public_url}{JSONRPC_PATH}"),
+                protocol_binding: "JSONRPC".into(),
+                tenant: String::new(),
+                protocol_version: a2a_types::PROTOCOL_VERSION.into(),
+            }],
+            provider: c.provider_organization.as_ref().map(|org| AgentProvider {
+                organization: org.clone(),
+                url: c.provider_url.clone().unwrap_or_default(),
+            }),
+            version: c.version.clone(),
+            documentation_url: c.documentation_url.clone(),
+            capabilities: Some(AgentCapabilities {
+                streaming: Some(c.streaming),
+                push_notifications: Some(c.push_notifications),
+                extensions: config
+                    .extensions
+                    .iter()
+                    .map(|e| AgentExtension {
+                        uri: e.uri.clone(),
+                        description: e.description.clone(),
+                        required: e.required,
+                        params: None,
+                    })
+                    .collect(),
+                extended_agent_card: Some(c.extended_agent_card || config.extended_card.is_some()),
+            }),
+            security_schemes: Default::default(),
+            security_requirements: Vec::new(),
+            default_input_modes: input_modes,
+            default_output_modes: output_modes,
+            skills,
+            signatures: Vec::new(),
+            icon_url: c.icon_url.clone(),
+        };
+        let extended = config.extended_card.as_ref().map(|x| {
+            let mut card = card.clone();
+            if let Some(d) = &x.description {
+                card.description = d.clone();
+            }
+            card.skills.extend(x.skills.iter().map(AgentSkill::from));
+            card
+        });
+        Self {
+            public: CardDocument::new(card, c.cache_max_age_secs),
+            extended,
+        }
+    }
+}
+
+impl A2aService {
+    pub fn agent_card(&self) -> &CardDocument {
+        &self.inner.card.public
+    }
+
+    pub async fn get_extended_agent_card(
+        &self,
+        ctx: &RequestContext,
+        _req: GetExtendedAgentCardRequest,
+    ) -> Result<AgentCard, A2aError> {
+        self.check_extensions(ctx)?;
+        let declared = self
+            .agent_card()
+            .card
+            .capabilities
+            .as_ref()
+            .and_then(|c| c.extended_agent_card)
+            .unwrap_or(false);
+        if !declared {
+            return Err(A2aError::UnsupportedOperation(
+                "this agent has no extended agent card (capabilities.extendedAgentCard is false)"
+                    .into(),
+            ));
+        }
+        self.inner
+            .card
+            .extended
+            .clone()
+            .ok_or(A2aError::ExtendedAgentCardNotConfigured)
+    }
+}

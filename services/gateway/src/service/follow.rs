@@ -1,0 +1,112 @@
+//! Following a task: the one mechanism behind blocking sends, SendStreamingMessage,
+//! SubscribeToTask and cancel. The caller subscribes to the bus *before* it reads the snapshot it
+//! starts from, then takes bus events with the next expected sequence number; a gap, a lag
+//! notice or a quiet bus makes it re-read the store's event log, so a follower never skips,
+//! repeats or reorders an event, whichever process wrote it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_bus::BusItem;
+use a2a_store::TaskStore;
+use a2a_types::A2aError;
+use a2a_types::state::{event_state, is_settled};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tokio_util::sync::CancellationToken;
+
+use super::{EventStream, SeqEvent, store_error};
+
+/// How often a follower re-reads the event log when the bus has said nothing. The bus normally
+/// delivers first; this bounds the delay if a publish was lost.
+const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+pub(crate) struct Follow {
+    pub store: Arc<dyn TaskStore>,
+    pub bus: BoxStream<'static, BusItem>,
+    pub owner: String,
+    pub task_id: String,
+    /// Sequence number of the snapshot the follower already has.
+    pub after_seq: u64,
+    pub shutdown: CancellationToken,
+}
+
+fn settles(ev: &SeqEvent) -> bool {
+    event_state(&ev.event).is_some_and(is_settled)
+}
+
+impl Follow {
+    /// Every event after `after_seq`, in order, ending after the first terminal or interrupted
+    /// state (or at shutdown). A store failure is yielded as the last item.
+    pub fn into_stream(self) -> EventStream {
+        let Follow {
+            store,
+            mut bus,
+            owner,
+            task_id,
+            after_seq,
+            shutdown,
+        } = self;
+        let stream = async_stream::stream! {
+            let mut next = after_seq + 1;
+            let mut poll = tokio::time::interval_at(
+                tokio::time::Instant::now() + POLL_INTERVAL,
+                POLL_INTERVAL,
+            );
+            'follow: loop {
+                tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => break 'follow,
+                    item = bus.next() => match item {
+                        Some(BusItem::Event(ev)) if ev.seq < next => continue 'follow,
+                        Some(BusItem::Event(ev)) if ev.seq == next => {
+                            next += 1;
+                            let ev = SeqEvent { seq: Some(ev.seq), event: (*ev.event).clone() };
+                            let done = settles(&ev);
+                            yield Ok(ev);
+                            if done {
+                                break 'follow;
+                            }
+                            continue 'follow;
+                        }
+                        // A gap or a lag: the log has what the bus did not deliver.
+                        Some(_) => {}
+                        // The bus closed this subscription; keep following the log by polling.
+                        None => bus = futures::stream::pending().boxed(),
+                    },
+                    _ = poll.tick() => {}
+                }
+                match store.events_after(&owner, &task_id, next - 1).await {
+                    Ok(events) => {
+                        for e in events {
+                            next = e.seq + 1;
+                            let ev = SeqEvent { seq: Some(e.seq), event: e.event };
+                            let done = settles(&ev);
+                            yield Ok(ev);
+                            if done {
+                                break 'follow;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        yield Err(store_error(&task_id, e));
+                        break 'follow;
+                    }
+                }
+            }
+        };
+        stream.boxed()
+    }
+}
+
+/// Drains a follow stream into a snapshot until it settles; used by blocking sends and cancel.
+/// The snapshot keeps what was applied if the caller stops waiting early.
+pub(crate) async fn settle(
+    task: &mut a2a_types::v1::Task,
+    mut events: EventStream,
+) -> Result<(), A2aError> {
+    while let Some(item) = events.next().await {
+        a2a_types::state::apply_event(task, &item?.event);
+    }
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! The one implementation of the A2A operations. Bindings decode a request into the canonical
+//! `lf.a2a.v1` type, call a method here with a [`RequestContext`], and encode what comes back;
+//! validation, ownership and state rules all live below this line.
+//!
+//! *Invariant*: the service keeps no task state of its own between requests beyond the set of
+//! turns running in this process; tasks live in the [`TaskStore`], fan-out goes through the
+//! [`EventBus`].
+
+mod card;
+mod follow;
+mod push;
+mod runner;
+mod tasks;
+mod validate;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_bus::EventBus;
+use a2a_store::{StoreError, TaskStore};
+use a2a_types::A2aError;
+use a2a_types::v1::StreamResponse;
+use futures::stream::BoxStream;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::AgentRegistry;
+use crate::config::FileConfig;
+
+pub use card::CardDocument;
+pub use validate::negotiate_version;
+
+/// Who is asking, and with which service parameters.
+#[derive(Debug, Clone)]
+pub struct RequestContext {
+    /// The authenticated principal; `anonymous` while authentication is off.
+    pub owner: String,
+    /// Extension URIs the client activated (`A2A-Extensions`).
+    pub extensions: Vec<String>,
+}
+
+impl RequestContext {
+    pub fn anonymous() -> Self {
+        Self {
+            owner: "anonymous".into(),
+            extensions: Vec::new(),
+        }
+    }
+}
+
+/// One event of a stream: the StreamResponse and, for task events, its sequence number
+/// (SSE `id:`; absent for a direct Message reply).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeqEvent {
+    pub seq: Option<u64>,
+    pub event: StreamResponse,
+}
+
+/// The streams returned by SendStreamingMessage and SubscribeToTask. An `Err` item is the last.
+pub type EventStream = BoxStream<'static, Result<SeqEvent, A2aError>>;
+
+#[derive(Clone)]
+pub struct A2aService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn TaskStore>,
+    bus: Arc<dyn EventBus>,
+    agents: AgentRegistry,
+    card: card::Cards,
+    config: FileConfig,
+    /// Turns running in this process, by task id; cancelling the token stops the turn.
+    running: Mutex<HashMap<String, CancellationToken>>,
+    /// Bounds open streams (SSE and, later, gRPC server streams).
+    streams: Arc<Semaphore>,
+    /// Cancelled when the process shuts down: open streams end cleanly.
+    shutdown: CancellationToken,
+}
+
+impl A2aService {
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        bus: Arc<dyn EventBus>,
+        agents: AgentRegistry,
+        config: FileConfig,
+        public_url: &str,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let card = card::Cards::build(&config, &agents, public_url);
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                bus,
+                agents,
+                card,
+                streams: Arc::new(Semaphore::new(config.limits.max_streams)),
+                config,
+                running: Mutex::new(HashMap::new()),
+                shutdown,
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.inner.store
+    }
+
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    pub fn keep_alive(&self) -> Duration {
+        Duration::from_secs(self.inner.config.limits.keep_alive_secs.max(1))
+    }
+
+    pub fn max_body_bytes(&self) -> usize {
+        self.inner.config.limits.max_body_bytes
+    }
+
+    /// Required extensions the client did not activate → ExtensionSupportRequired; returns the
+    /// activated extensions this gateway supports (echoed in `A2A-Extensions`).
+    pub fn check_extensions(&self, ctx: &RequestContext) -> Result<Vec<String>, A2aError> {
+        let declared = &self.inner.config.extensions;
+        if let Some(missing) = declared
+            .iter()
+            .find(|e| e.required && !ctx.extensions.contains(&e.uri))
+        {
+            return Err(A2aError::ExtensionSupportRequired {
+                uri: missing.uri.clone(),
+            });
+        }
+        Ok(ctx
+            .extensions
+            .iter()
+            .filter(|uri| declared.iter().any(|e| &e.uri == *uri))
+            .cloned()
+            .collect())
+    }
+
+    fn require_streaming(&self) -> Result<(), A2aError> {
+        if self.inner.config.card.streaming {
+            Ok(())
+        } else {
+            Err(A2aError::UnsupportedOperation(
+                "streaming is not supported by this agent (capabilities.streaming is false)".into(),
+            ))
+        }
+    }
+}
+
+/// Store failures as the service reports them. NotFound never says more than a missing task
+/// would; internal causes are logged here and not echoed.
+pub(crate) fn store_error(task_id: &str, e: StoreError) -> A2aError {
+    match e {
+        StoreError::NotFound(_) => A2aError::task_not_found(task_id),
+        StoreError::Unavailable(msg) => {
+            tracing::warn!(task_id, error = %msg, "task store unavailable");
+            A2aError::Unavailable("the task store is unreachable; retry later".into())
+        }
+        StoreError::InvalidPageToken => {
+            A2aError::invalid_params("pageToken", "is not a valid page token")
+        }
+        StoreError::Terminal(_) => A2aError::UnsupportedOperation(format!(
+            "task {task_id} is in a terminal state and cannot be changed"
+        )),
+        StoreError::Conflict { .. } => {
+            A2aError::UnsupportedOperation(format!("task {task_id} changed concurrently; retry"))
+        }
+        other => {
+            tracing::error!(task_id, error = %other, "task store error");
+            A2aError::Internal("the task store failed".into())
+        }
+    }
+}

@@ -1,0 +1,621 @@
+//! SendMessage and SendStreamingMessage: prepare a turn (validate, route, load the task being
+//! continued), then run it in a task of its own so that neither a disconnecting client nor
+//! `returnImmediately` stops the agent. The runner is the only writer of its task while it runs:
+//! it creates the task on the agent's first event, commits every event (store first, then bus)
+//! and stops at the first terminal or interrupted state or when canceled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_bus::BusEvent;
+use a2a_store::{NewTask, TaskChange, TaskRecord};
+use a2a_types::A2aError;
+use a2a_types::state::{
+    can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
+};
+use a2a_types::v1::{
+    Message, Role, SendMessageRequest, SendMessageResponse, StreamResponse, Task,
+    TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskState, TaskStatus,
+    TaskStatusUpdateEvent, send_message_response, stream_response::Payload,
+};
+use a2a_types::wkt::Timestamp;
+use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::follow::{Follow, settle};
+use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
+use crate::agents::{Agent, AgentEvent, AgentEvents, AgentRequest, accepts};
+
+/// Events an agent may have in flight before it waits for the runner.
+const AGENT_EVENT_BUFFER: usize = 32;
+
+/// What the caller learns once the turn has started.
+pub(crate) enum First {
+    /// The agent answered with a message; no task exists.
+    Message(Message),
+    /// The task as created (or as continued), with its sequence number.
+    Task { task: Task, seq: u64 },
+}
+
+/// One prepared turn of an agent on a task.
+struct Turn {
+    agent: Arc<dyn Agent>,
+    owner: String,
+    request: AgentRequest,
+    /// The sequence number of the task being continued; `None` for a new task.
+    continues: Option<u64>,
+    push_config: Option<TaskPushNotificationConfig>,
+    cancel: CancellationToken,
+}
+
+struct SendOptions {
+    history_length: Option<usize>,
+    return_immediately: bool,
+}
+
+impl A2aService {
+    pub async fn send_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2aError> {
+        let (turn, opts) = self.prepare_turn(ctx, req).await?;
+        let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
+        let bus = self.subscribe_bus(&task_id).await?;
+        let first = self.start_turn(turn);
+        let payload = match first.await.map_err(|_| runner_gone())?? {
+            First::Message(m) => send_message_response::Payload::Message(m),
+            First::Task { mut task, seq } => {
+                if !opts.return_immediately && !is_settled(state_of(&task)) {
+                    let events = Follow {
+                        store: self.inner.store.clone(),
+                        bus,
+                        owner,
+                        task_id,
+                        after_seq: seq,
+                        shutdown: self.inner.shutdown.clone(),
+                    }
+                    .into_stream();
+                    let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
+                    // On timeout the caller gets the task as it is; it keeps running.
+                    if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await
+                    {
+                        result?;
+                    }
+                }
+                trim_history(&mut task, opts.history_length);
+                send_message_response::Payload::Task(task)
+            }
+        };
+        Ok(SendMessageResponse {
+            payload: Some(payload),
+        })
+    }
+
+    pub async fn send_streaming_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, A2aError> {
+        self.require_streaming()?;
+        let permit = self.stream_permit()?;
+        let (turn, _) = self.prepare_turn(ctx, req).await?;
+        let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
+        let bus = self.subscribe_bus(&task_id).await?;
+        let first = self.start_turn(turn);
+        let (first_event, tail) = match first.await.map_err(|_| runner_gone())?? {
+            First::Message(m) => (
+                SeqEvent {
+                    seq: None,
+                    event: StreamResponse {
+                        payload: Some(Payload::Message(m)),
+                    },
+                },
+                None,
+            ),
+            First::Task { task, seq } => {
+                let tail = (!is_settled(state_of(&task))).then(|| {
+                    Follow {
+                        store: self.inner.store.clone(),
+                        bus,
+                        owner,
+                        task_id,
+                        after_seq: seq,
+                        shutdown: self.inner.shutdown.clone(),
+                    }
+                    .into_stream()
+                });
+                let event = StreamResponse {
+                    payload: Some(Payload::Task(task)),
+                };
+                (
+                    SeqEvent {
+                        seq: Some(seq),
+                        event,
+                    },
+                    tail,
+                )
+            }
+        };
+        let head = futures::stream::once(async move { Ok(first_event) });
+        let stream = match tail {
+            Some(tail) => head.chain(tail).boxed(),
+            None => head.boxed(),
+        };
+        Ok(stream
+            .map(move |item| {
+                let _permit = &permit;
+                item
+            })
+            .boxed())
+    }
+
+    /// Validates the request, routes it and loads the task it continues.
+    async fn prepare_turn(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<(Turn, SendOptions), A2aError> {
+        self.check_extensions(ctx)?;
+        let limits = &self.inner.config.limits;
+        let mut message = validate::message(req.message.as_ref(), limits.max_parts)?.clone();
+        let cfg = req.configuration.unwrap_or_default();
+        let history_length =
+            validate::history_length(cfg.history_length, "configuration.historyLength")?;
+        let push_config = match cfg.task_push_notification_config {
+            Some(p) => {
+                self.require_push()?;
+                validate::push_config(&p, "configuration.taskPushNotificationConfig.")?;
+                Some(p)
+            }
+            None => None,
+        };
+
+        let (agent, task, continues) = if message.task_id.is_empty() {
+            let agent = self.inner.agents.resolve(&req.tenant)?;
+            if message.context_id.is_empty() {
+                message.context_id = uuid::Uuid::now_v7().to_string();
+            } else {
+                validate::required_id(&message.context_id, "message.contextId")?;
+            }
+            message.task_id = uuid::Uuid::now_v7().to_string();
+            (agent, None, None)
+        } else {
+            let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
+            message.context_id = rec.task.context_id.clone();
+            let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
+                A2aError::Internal(format!(
+                    "agent {:?} of the task is not configured",
+                    rec.agent
+                ))
+            })?;
+            (agent, Some(rec.task), Some(rec.seq))
+        };
+        let modes = agent.input_modes();
+        if let Some(p) = message
+            .parts
+            .iter()
+            .find(|p| !p.media_type.is_empty() && !accepts(&modes, &p.media_type))
+        {
+            return Err(A2aError::ContentTypeNotSupported {
+                media_type: p.media_type.clone(),
+                agent: agent.name().to_owned(),
+            });
+        }
+        let turn = Turn {
+            agent,
+            owner: ctx.owner.clone(),
+            request: AgentRequest {
+                task_id: message.task_id.clone(),
+                context_id: message.context_id.clone(),
+                message,
+                task,
+            },
+            continues,
+            push_config,
+            cancel: CancellationToken::new(),
+        };
+        let opts = SendOptions {
+            history_length,
+            return_immediately: cfg.return_immediately,
+        };
+        Ok((turn, opts))
+    }
+
+    /// The task a message continues: the caller's, with a matching context, interrupted.
+    async fn continuable_task(
+        &self,
+        ctx: &RequestContext,
+        tenant: &str,
+        message: &Message,
+    ) -> Result<TaskRecord, A2aError> {
+        validate::required_id(&message.task_id, "message.taskId")?;
+        let rec = self
+            .inner
+            .store
+            .get(&ctx.owner, &message.task_id, None)
+            .await
+            .map_err(|e| store_error(&message.task_id, e))?
+            .filter(|r| tenant.is_empty() || r.agent == tenant)
+            .ok_or_else(|| A2aError::task_not_found(&message.task_id))?;
+        if !message.context_id.is_empty() && message.context_id != rec.task.context_id {
+            return Err(A2aError::invalid_params(
+                "message.contextId",
+                format!(
+                    "does not match the context {} of task {}",
+                    rec.task.context_id, rec.task.id
+                ),
+            ));
+        }
+        let state = state_of(&rec.task);
+        if is_terminal(state) {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {} is {} and accepts no more messages; start a new task in context {}",
+                rec.task.id,
+                state.as_str_name(),
+                rec.task.context_id
+            )));
+        }
+        if !is_interrupted(state) {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {} is {}; it accepts a message once it asks for input",
+                rec.task.id,
+                state.as_str_name()
+            )));
+        }
+        Ok(rec)
+    }
+
+    /// Claims the task for this process and spawns the runner.
+    fn start_turn(&self, turn: Turn) -> oneshot::Receiver<Result<First, A2aError>> {
+        let (tx, rx) = oneshot::channel();
+        let task_id = turn.request.task_id.clone();
+        {
+            let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
+            if running.contains_key(&task_id) {
+                let _ = tx.send(Err(A2aError::UnsupportedOperation(format!(
+                    "task {task_id} is already processing a message"
+                ))));
+                return rx;
+            }
+            running.insert(task_id.clone(), turn.cancel.clone());
+        }
+        let svc = self.clone();
+        tokio::spawn(async move {
+            svc.run_turn(turn, tx).await;
+            svc.inner
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&task_id);
+        });
+        rx
+    }
+
+    async fn run_turn(&self, turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
+        let (tx, mut rx) = mpsc::channel(AGENT_EVENT_BUFFER);
+        let events = AgentEvents::new(tx, turn.cancel.clone());
+        let agent = turn.agent.clone();
+        let request = turn.request.clone();
+        let mut agent_run = tokio::spawn(async move { agent.execute(request, events).await });
+        let mut runner = Runner {
+            svc: self,
+            turn: &turn,
+            first_tx: Some(first_tx),
+            current: None,
+        };
+        if let Some(seq) = turn.continues {
+            let change = TaskChange {
+                user_message: Some(turn.request.message.clone()),
+                event: runner.status_event(TaskState::Working, None),
+            };
+            match runner.commit(seq, change).await {
+                Ok(()) => runner.announce(),
+                Err(e) => {
+                    agent_run.abort();
+                    return runner.fail(e).await;
+                }
+            }
+        }
+        loop {
+            tokio::select! {
+                biased;
+                _ = turn.cancel.cancelled() => {
+                    agent_run.abort();
+                    if let Err(e) = runner.settle(TaskState::Canceled, None).await {
+                        tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the cancel");
+                    }
+                    break;
+                }
+                event = rx.recv() => {
+                    let result = match event {
+                        Some(event) => runner.on_event(event).await,
+                        None => {
+                            let outcome = (&mut agent_run).await;
+                            runner.on_agent_end(outcome).await;
+                            break;
+                        }
+                    };
+                    match result {
+                        Ok(false) => {}
+                        Ok(true) => {
+                            agent_run.abort();
+                            break;
+                        }
+                        Err(e) => {
+                            agent_run.abort();
+                            runner.fail(e).await;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn subscribe_bus(
+        &self,
+        task_id: &str,
+    ) -> Result<futures::stream::BoxStream<'static, a2a_bus::BusItem>, A2aError> {
+        self.inner.bus.subscribe(task_id).await.map_err(|e| {
+            tracing::warn!(task_id, error = %e, "event bus unavailable");
+            A2aError::Unavailable("the event bus is unreachable; retry later".into())
+        })
+    }
+
+    pub(crate) async fn publish(&self, task_id: &str, seq: u64, event: StreamResponse) {
+        let event = BusEvent {
+            task_id: task_id.to_owned(),
+            seq,
+            event: Arc::new(event),
+        };
+        // The event is committed; followers that miss it read it from the log.
+        if let Err(e) = self.inner.bus.publish(event).await {
+            tracing::warn!(task_id, seq, error = %e, "publish failed; followers will poll the log");
+        }
+    }
+}
+
+fn runner_gone() -> A2aError {
+    A2aError::Internal("the task runner stopped before answering".into())
+}
+
+/// State of one running turn.
+struct Runner<'a> {
+    svc: &'a A2aService,
+    turn: &'a Turn,
+    first_tx: Option<oneshot::Sender<Result<First, A2aError>>>,
+    /// The snapshot and sequence number once the task exists.
+    current: Option<(Task, u64)>,
+}
+
+impl Runner<'_> {
+    fn task_id(&self) -> &str {
+        &self.turn.request.task_id
+    }
+
+    fn status_event(&self, state: TaskState, message: Option<Message>) -> StreamResponse {
+        StreamResponse {
+            payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: self.task_id().to_owned(),
+                context_id: self.turn.request.context_id.clone(),
+                status: Some(TaskStatus {
+                    state: state as i32,
+                    message,
+                    timestamp: Some(Timestamp::now()),
+                }),
+                metadata: None,
+            })),
+        }
+    }
+
+    /// Tells the waiting caller that the task exists (once).
+    fn announce(&mut self) {
+        if let (Some(tx), Some((task, seq))) = (self.first_tx.take(), self.current.as_ref()) {
+            let _ = tx.send(Ok(First::Task {
+                task: task.clone(),
+                seq: *seq,
+            }));
+        }
+    }
+
+    /// Creates the task (sequence 1) and registers an inline push config.
+    async fn create(&mut self) -> Result<(), A2aError> {
+        let req = &self.turn.request;
+        let task = Task {
+            id: req.task_id.clone(),
+            context_id: req.context_id.clone(),
+            status: Some(TaskStatus {
+                state: TaskState::Submitted as i32,
+                message: None,
+                timestamp: Some(Timestamp::now()),
+            }),
+            artifacts: Vec::new(),
+            history: vec![req.message.clone()],
+            metadata: None,
+        };
+        let store = &self.svc.inner.store;
+        let first = store
+            .create(NewTask {
+                owner: self.turn.owner.clone(),
+                agent: self.turn.agent.name().to_owned(),
+                task: task.clone(),
+            })
+            .await
+            .map_err(|e| store_error(&req.task_id, e))?;
+        if let Some(cfg) = &self.turn.push_config {
+            let cfg = TaskPushNotificationConfig {
+                tenant: String::new(),
+                id: if cfg.id.is_empty() {
+                    uuid::Uuid::now_v7().to_string()
+                } else {
+                    cfg.id.clone()
+                },
+                task_id: req.task_id.clone(),
+                ..cfg.clone()
+            };
+            store
+                .put_push_config(&self.turn.owner, cfg)
+                .await
+                .map_err(|e| store_error(&req.task_id, e))?;
+        }
+        self.svc.publish(&req.task_id, first.seq, first.event).await;
+        self.current = Some((task, first.seq));
+        self.announce();
+        Ok(())
+    }
+
+    /// Stores one change, then publishes it.
+    async fn commit(&mut self, expected_seq: u64, change: TaskChange) -> Result<(), A2aError> {
+        let event = change.event.clone();
+        let (stored, snapshot) = self
+            .svc
+            .inner
+            .store
+            .append(self.task_id(), expected_seq, change)
+            .await
+            .map_err(|e| store_error(self.task_id(), e))?;
+        self.svc.publish(self.task_id(), stored.seq, event).await;
+        self.current = Some((snapshot, stored.seq));
+        Ok(())
+    }
+
+    /// Commits `event` on the existing task (creating it first if needed).
+    async fn apply(&mut self, event: StreamResponse) -> Result<(), A2aError> {
+        if self.current.is_none() {
+            self.create().await?;
+        }
+        let seq = self.current.as_ref().map_or(0, |(_, s)| *s);
+        self.commit(
+            seq,
+            TaskChange {
+                user_message: None,
+                event,
+            },
+        )
+        .await
+    }
+
+    /// Ends the turn in `state` (used for cancel and agent failures).
+    async fn settle(&mut self, state: TaskState, text: Option<String>) -> Result<(), A2aError> {
+        if self.current.is_none() {
+            return Ok(());
+        }
+        let message = text.map(|t| Message {
+            message_id: uuid::Uuid::now_v7().to_string(),
+            context_id: self.turn.request.context_id.clone(),
+            task_id: self.task_id().to_owned(),
+            role: Role::Agent as i32,
+            parts: vec![crate::agents::text_part(t)],
+            ..Default::default()
+        });
+        let event = self.status_event(state, message);
+        self.apply(event).await
+    }
+
+    /// Handles one agent event; `Ok(true)` when the turn is over.
+    async fn on_event(&mut self, event: AgentEvent) -> Result<bool, A2aError> {
+        let req = &self.turn.request;
+        let stream_event = match event {
+            AgentEvent::Message(mut m) if self.current.is_none() => {
+                m.context_id = req.context_id.clone();
+                m.task_id.clear();
+                m.role = Role::Agent as i32;
+                if let Some(tx) = self.first_tx.take() {
+                    let _ = tx.send(Ok(First::Message(m)));
+                }
+                return Ok(true);
+            }
+            AgentEvent::Message(mut m) => {
+                m.context_id = req.context_id.clone();
+                m.task_id = req.task_id.clone();
+                StreamResponse {
+                    payload: Some(Payload::Message(m)),
+                }
+            }
+            AgentEvent::Status { state, message } => {
+                let from = self
+                    .current
+                    .as_ref()
+                    .map_or(TaskState::Submitted, |(t, _)| state_of(t));
+                if !can_transition(from, state) {
+                    return Err(A2aError::InvalidAgentResponse(format!(
+                        "agent {} moved task {} from {} to {}",
+                        self.turn.agent.name(),
+                        req.task_id,
+                        from.as_str_name(),
+                        state.as_str_name()
+                    )));
+                }
+                self.status_event(state, message)
+            }
+            AgentEvent::Artifact {
+                artifact,
+                append,
+                last_chunk,
+            } => {
+                if artifact.artifact_id.is_empty() || artifact.parts.is_empty() {
+                    return Err(A2aError::InvalidAgentResponse(format!(
+                        "agent {} sent an artifact without an id or parts",
+                        self.turn.agent.name()
+                    )));
+                }
+                StreamResponse {
+                    payload: Some(Payload::ArtifactUpdate(TaskArtifactUpdateEvent {
+                        task_id: req.task_id.clone(),
+                        context_id: req.context_id.clone(),
+                        artifact: Some(artifact),
+                        append,
+                        last_chunk,
+                        metadata: None,
+                    })),
+                }
+            }
+        };
+        self.apply(stream_event).await?;
+        Ok(self
+            .current
+            .as_ref()
+            .is_some_and(|(t, _)| is_settled(state_of(t))))
+    }
+
+    /// The agent returned without settling the task.
+    async fn on_agent_end(
+        &mut self,
+        outcome: Result<Result<(), A2aError>, tokio::task::JoinError>,
+    ) {
+        let error = match outcome {
+            Ok(Ok(())) if self.current.is_none() => A2aError::InvalidAgentResponse(format!(
+                "agent {} ended its turn without a reply",
+                self.turn.agent.name()
+            )),
+            Ok(Ok(())) => A2aError::InvalidAgentResponse(format!(
+                "agent {} ended its turn without a final state",
+                self.turn.agent.name()
+            )),
+            Ok(Err(e)) => e,
+            Err(join) => {
+                A2aError::Internal(format!("agent {} crashed: {join}", self.turn.agent.name()))
+            }
+        };
+        self.fail(error).await;
+    }
+
+    /// Reports `error` to the caller if the task does not exist yet, else ends the task FAILED.
+    async fn fail(&mut self, error: A2aError) {
+        if let Some(tx) = self.first_tx.take()
+            && self.current.is_none()
+        {
+            let _ = tx.send(Err(error));
+            return;
+        }
+        tracing::warn!(task_id = %self.task_id(), error = %error, "task failed");
+        if let Err(e) = self
+            .settle(TaskState::Failed, Some(error.to_string()))
+            .await
+        {
+            tracing::error!(task_id = %self.task_id(), error = %e, "cannot record the failure");
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! GetTask, ListTasks, CancelTask and SubscribeToTask.
+
+use std::time::Duration;
+
+use a2a_store::{Cursor, ListQuery, StoreError, TaskChange};
+use a2a_types::A2aError;
+use a2a_types::state::{is_interrupted, is_terminal, state_of};
+use a2a_types::v1::{
+    CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
+    stream_response::Payload,
+};
+use a2a_types::wkt::Timestamp;
+use futures::StreamExt;
+
+use super::follow::{Follow, settle};
+use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
+
+const DEFAULT_PAGE_SIZE: i32 = 50;
+const MAX_PAGE_SIZE: i32 = 100;
+/// How long CancelTask waits for the running turn to record CANCELED.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// Attempts of CancelTask against concurrent writers before giving up.
+const CANCEL_ATTEMPTS: usize = 5;
+
+impl A2aService {
+    pub async fn get_task(
+        &self,
+        ctx: &RequestContext,
+        req: GetTaskRequest,
+    ) -> Result<Task, A2aError> {
+        self.check_extensions(ctx)?;
+        validate::required_id(&req.id, "id")?;
+        let history = validate::history_length(req.history_length, "historyLength")?;
+        self.inner
+            .store
+            .get(&ctx.owner, &req.id, history)
+            .await
+            .map_err(|e| store_error(&req.id, e))?
+            .map(|r| r.task)
+            .ok_or_else(|| A2aError::task_not_found(&req.id))
+    }
+
+    pub async fn list_tasks(
+        &self,
+        ctx: &RequestContext,
+        req: ListTasksRequest,
+    ) -> Result<ListTasksResponse, A2aError> {
+        self.check_extensions(ctx)?;
+        let page_size = req.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
+        if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
+            return Err(A2aError::invalid_params(
+                "pageSize",
+                format!("must be between 1 and {MAX_PAGE_SIZE}"),
+            ));
+        }
+        let status = match TaskState::try_from(req.status) {
+            Ok(TaskState::Unspecified) => None,
+            Ok(s) => Some(s),
+            Err(_) => return Err(A2aError::invalid_params("status", "is not a TaskState")),
+        };
+        let cursor =
+            match req.page_token.as_str() {
+                "" => None,
+                token => Some(Cursor::decode(token).map_err(|_| {
+                    A2aError::invalid_params("pageToken", "is not a valid page token")
+                })?),
+            };
+        let query = ListQuery {
+            context_id: Some(req.context_id).filter(|c| !c.is_empty()),
+            status,
+            status_after: req.status_timestamp_after,
+            page_size: page_size as usize,
+            cursor,
+            history_length: validate::history_length(req.history_length, "historyLength")?,
+            include_artifacts: req.include_artifacts.unwrap_or(false),
+        };
+        let page = self
+            .inner
+            .store
+            .list(&ctx.owner, &query)
+            .await
+            .map_err(|e| store_error("", e))?;
+        Ok(ListTasksResponse {
+            tasks: page.tasks,
+            next_page_token: page.next.map(|c| c.encode()).unwrap_or_default(),
+            page_size,
+            total_size: i32::try_from(page.total_size).unwrap_or(i32::MAX),
+        })
+    }
+
+    pub async fn cancel_task(
+        &self,
+        ctx: &RequestContext,
+        req: CancelTaskRequest,
+    ) -> Result<Task, A2aError> {
+        self.check_extensions(ctx)?;
+        validate::required_id(&req.id, "id")?;
+        let store = &self.inner.store;
+        for _ in 0..CANCEL_ATTEMPTS {
+            let rec = store
+                .get(&ctx.owner, &req.id, None)
+                .await
+                .map_err(|e| store_error(&req.id, e))?
+                .ok_or_else(|| A2aError::task_not_found(&req.id))?;
+            let state = state_of(&rec.task);
+            if is_terminal(state) {
+                return Err(A2aError::TaskNotCancelable {
+                    task_id: req.id,
+                    state,
+                });
+            }
+            let running = self
+                .inner
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&req.id)
+                .cloned();
+            if let Some(turn) = running {
+                // The runner is the task's writer: ask it to stop and wait for CANCELED.
+                let bus = self.subscribe_bus(&req.id).await?;
+                turn.cancel();
+                let mut task = rec.task;
+                let events = Follow {
+                    store: store.clone(),
+                    bus,
+                    owner: ctx.owner.clone(),
+                    task_id: req.id.clone(),
+                    after_seq: rec.seq,
+                    shutdown: self.inner.shutdown.clone(),
+                }
+                .into_stream();
+                if let Ok(result) =
+                    tokio::time::timeout(CANCEL_WAIT, settle(&mut task, events)).await
+                {
+                    result?;
+                }
+                if state_of(&task) == TaskState::Canceled {
+                    return Ok(task);
+                }
+                continue;
+            }
+            // No turn runs here (the task waits for input): record CANCELED directly.
+            let event = StreamResponse {
+                payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
+                    task_id: req.id.clone(),
+                    context_id: rec.task.context_id.clone(),
+                    status: Some(TaskStatus {
+                        state: TaskState::Canceled as i32,
+                        message: None,
+                        timestamp: Some(Timestamp::now()),
+                    }),
+                    metadata: req.metadata.clone(),
+                })),
+            };
+            let change = TaskChange {
+                user_message: None,
+                event: event.clone(),
+            };
+            match store.append(&req.id, rec.seq, change).await {
+                Ok((stored, task)) => {
+                    self.publish(&req.id, stored.seq, event).await;
+                    return Ok(task);
+                }
+                Err(StoreError::Conflict { .. } | StoreError::Terminal(_)) => continue,
+                Err(e) => return Err(store_error(&req.id, e)),
+            }
+        }
+        Err(A2aError::Unavailable(format!(
+            "task {} kept changing while canceling; retry",
+            req.id
+        )))
+    }
+
+    pub async fn subscribe_to_task(
+        &self,
+        ctx: &RequestContext,
+        req: SubscribeToTaskRequest,
+    ) -> Result<EventStream, A2aError> {
+        self.require_streaming()?;
+        self.check_extensions(ctx)?;
+        validate::required_id(&req.id, "id")?;
+        let permit = self.stream_permit()?;
+        // Subscribe before reading the snapshot, so nothing falls between the two.
+        let bus = self.subscribe_bus(&req.id).await?;
+        let rec = self
+            .inner
+            .store
+            .get(&ctx.owner, &req.id, None)
+            .await
+            .map_err(|e| store_error(&req.id, e))?
+            .ok_or_else(|| A2aError::task_not_found(&req.id))?;
+        let state = state_of(&rec.task);
+        if is_terminal(state) {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {} is {}; a terminal task has no more events",
+                req.id,
+                state.as_str_name()
+            )));
+        }
+        let head = futures::stream::once({
+            let event = SeqEvent {
+                seq: Some(rec.seq),
+                event: StreamResponse {
+                    payload: Some(Payload::Task(rec.task)),
+                },
+            };
+            async move { Ok(event) }
+        });
+        let stream = if is_interrupted(state) {
+            head.boxed()
+        } else {
+            let tail = Follow {
+                store: self.inner.store.clone(),
+                bus,
+                owner: ctx.owner.clone(),
+                task_id: req.id,
+                after_seq: rec.seq,
+                shutdown: self.inner.shutdown.clone(),
+            }
+            .into_stream();
+            head.chain(tail).boxed()
+        };
+        Ok(stream
+            .map(move |item| {
+                let _permit = &permit;
+                item
+            })
+            .boxed())
+    }
+
+    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, A2aError> {
+        self.inner.streams.clone().try_acquire_owned().map_err(|_| {
+            A2aError::Unavailable(format!(
+                "too many open streams (limit {}); retry later",
+                self.inner.config.limits.max_streams
+            ))
+        })
+    }
+}

@@ -1,0 +1,182 @@
+//! Edge validation shared by every operation: each failure names the offending field.
+
+use a2a_types::A2aError;
+use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
+
+/// `A2A-Version` negotiation. This interface serves 1.x (`1.0`, `1.0.1`, `1.2` all mean 1.0
+/// semantics: patch and minor numbers within major 1 are served as 1.0). A missing or empty
+/// value is served as 1.0 too: the spec reads a missing header as 0.3, but every method this
+/// interface knows is a 1.0 method name, so 1.0 is the only meaning a request can have here.
+/// Anything else, 0.3 included, is VersionNotSupported.
+pub fn negotiate_version(value: Option<&str>) -> Result<(), A2aError> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(());
+    };
+    let major = v.split('.').next().unwrap_or_default();
+    if major == "1"
+        && v.split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    {
+        Ok(())
+    } else {
+        Err(A2aError::VersionNotSupported {
+            version: v.to_owned(),
+        })
+    }
+}
+
+/// `historyLength`: unset = everything, 0 = none, n = the n most recent; negative is invalid.
+pub fn history_length(value: Option<i32>, field: &str) -> Result<Option<usize>, A2aError> {
+    match value {
+        None => Ok(None),
+        Some(n) if n < 0 => Err(A2aError::invalid_params(field, "must not be negative")),
+        Some(n) => Ok(Some(n as usize)),
+    }
+}
+
+pub fn required_id(value: &str, field: &str) -> Result<(), A2aError> {
+    if value.trim().is_empty() {
+        Err(A2aError::invalid_params(field, "is required"))
+    } else if value.len() > 256 {
+        Err(A2aError::invalid_params(
+            field,
+            "is longer than 256 characters",
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// A client message: REQUIRED fields present, role USER, every part with exactly one content.
+pub fn message(message: Option<&Message>, max_parts: usize) -> Result<&Message, A2aError> {
+    let m = message.ok_or_else(|| A2aError::invalid_params("message", "is required"))?;
+    required_id(&m.message_id, "message.messageId")?;
+    match Role::try_from(m.role) {
+        Ok(Role::User) => {}
+        Ok(Role::Unspecified) => {
+            return Err(A2aError::invalid_params(
+                "message.role",
+                "is required (ROLE_USER)",
+            ));
+        }
+        _ => {
+            return Err(A2aError::invalid_params(
+                "message.role",
+                "must be ROLE_USER for messages sent to the agent",
+            ));
+        }
+    }
+    if m.parts.is_empty() {
+        return Err(A2aError::invalid_params(
+            "message.parts",
+            "must contain at least one part",
+        ));
+    }
+    if m.parts.len() > max_parts {
+        return Err(A2aError::invalid_params(
+            "message.parts",
+            format!("must contain at most {max_parts} parts"),
+        ));
+    }
+    if let Some(i) = m.parts.iter().position(|p| p.content.is_none()) {
+        return Err(A2aError::invalid_params(
+            format!("message.parts[{i}]"),
+            "must set exactly one of text, raw, url, data",
+        ));
+    }
+    Ok(m)
+}
+
+/// Characters allowed in client-chosen push config ids (they appear in REST paths).
+fn is_id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// A push config: absolute http(s) URL, a usable authentication scheme, a path-safe id.
+pub fn push_config(cfg: &TaskPushNotificationConfig, prefix: &str) -> Result<(), A2aError> {
+    let field = |f: &str| format!("{prefix}{f}");
+    if cfg.url.trim().is_empty() {
+        return Err(A2aError::invalid_params(field("url"), "is required"));
+    }
+    let url = url::Url::parse(&cfg.url)
+        .map_err(|e| A2aError::invalid_params(field("url"), format!("is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(A2aError::invalid_params(
+            field("url"),
+            "must be an absolute http or https URL",
+        ));
+    }
+    if cfg.url.len() > 2048 {
+        return Err(A2aError::invalid_params(
+            field("url"),
+            "is longer than 2048 characters",
+        ));
+    }
+    if !cfg.id.is_empty() && (cfg.id.len() > 128 || !cfg.id.chars().all(is_id_char)) {
+        return Err(A2aError::invalid_params(
+            field("id"),
+            "must be at most 128 characters of A-Z a-z 0-9 - _ .",
+        ));
+    }
+    if let Some(auth) = &cfg.authentication
+        && (auth.scheme.trim().is_empty()
+            || !auth
+                .scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-'))
+    {
+        return Err(A2aError::invalid_params(
+            field("authentication.scheme"),
+            "must be an HTTP authentication scheme such as Bearer or Basic",
+        ));
+    }
+    if cfg.token.len() > 4096 {
+        return Err(A2aError::invalid_params(
+            field("token"),
+            "is longer than 4096 characters",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        for ok in [None, Some(""), Some("1.0"), Some("1.0.1"), Some("1")] {
+            assert!(negotiate_version(ok).is_ok(), "{ok:?}");
+        }
+        for bad in ["99.0", "0.3", "2.0", "1.x", "abc"] {
+            assert!(
+                matches!(
+                    negotiate_version(Some(bad)),
+                    Err(A2aError::VersionNotSupported { .. })
+                ),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn push_config_rules() {
+        let ok = TaskPushNotificationConfig {
+            url: "https://hooks.example.com/a2a".into(),
+            ..Default::default()
+        };
+        assert!(push_config(&ok, "").is_ok());
+        let bad_url = TaskPushNotificationConfig {
+            url: "ftp://x".into(),
+            ..ok.clone()
+        };
+        assert!(push_config(&bad_url, "").is_err());
+        let bad_id = TaskPushNotificationConfig {
+            id: "a/b".into(),
+            ..ok.clone()
+        };
+        assert!(
+            matches!(push_config(&bad_id, "").unwrap_err(), A2aError::InvalidParams { field, .. } if field == "id")
+        );
+    }
+}

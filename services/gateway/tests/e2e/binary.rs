@@ -1,0 +1,132 @@
+//! The real `a2a-gateway` binary: starts embedded with no configuration, logs where it listens,
+//! serves, and shuts down gracefully on SIGTERM with a stream open.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::harness::*;
+
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(envs: &[(&str, &str)]) -> (Process, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
+    cmd.env_remove("A2A_CONFIG")
+        .env_remove("A2A_DATABASE_URL")
+        .env_remove("A2A_REDIS_URL")
+        .env_remove("A2A_PUBLIC_URL")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the gateway binary starts");
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines
+        .next()
+        .expect("one log line")
+        .expect("readable log line");
+    // Keep draining stdout so the process never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (Process(child), line)
+}
+
+fn listening_addr(line: &str) -> String {
+    let start = line.find("http://").expect("the log line says where") + "http://".len();
+    line[start..].split_whitespace().next().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn serves_embedded_and_stops_gracefully_on_sigterm() {
+    let (mut proc_, line) = spawn(&[("A2A_LISTEN", "127.0.0.1:0")]);
+    assert!(
+        line.contains("embedded"),
+        "the log line names the mode: {line}"
+    );
+    let addr = listening_addr(&line);
+    let client = reqwest::Client::new();
+    let url = |p: &str| format!("http://{addr}{p}");
+
+    let card: serde_json::Value = client
+        .get(url("/.well-known/agent-card.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(card["supportedInterfaces"][0]["protocolBinding"], "JSONRPC");
+
+    // The trailing-slash spelling of the endpoint works too.
+    let sent: serde_json::Value = client
+        .post(url("/a2a/jsonrpc/"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": user_message("hi")}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+
+    let resp = client
+        .post(url("/a2a/jsonrpc"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 2, "method": "SendStreamingMessage",
+                      "params": {"tenant": "scenario", "message": script_message(json!({"end": "hang"}))}}))
+        .send()
+        .await
+        .unwrap();
+    let mut stream = SseStream::new(resp);
+    stream.next().await.expect("the task event");
+
+    let pid = proc_.0.id().to_string();
+    let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(status.success());
+    // The open stream ends cleanly rather than hanging the shutdown.
+    let rest = tokio::time::timeout(Duration::from_secs(10), stream.collect()).await;
+    assert!(rest.is_ok(), "the stream closes on shutdown");
+    let exit = tokio::task::spawn_blocking(move || {
+        for _ in 0..100 {
+            if let Some(status) = proc_.0.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    })
+    .await
+    .unwrap()
+    .expect("the process exits within 10 s of SIGTERM");
+    assert!(exit.success(), "exit status {exit:?}");
+}
+
+#[test]
+fn bad_configuration_fails_with_one_clear_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+        .env("A2A_LISTEN", "not-an-address")
+        .env_remove("A2A_CONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("A2A_LISTEN"), "{stderr}");
+}

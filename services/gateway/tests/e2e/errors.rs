@@ -1,0 +1,252 @@
+//! JSON-RPC envelope errors, version negotiation, extensions and limits.
+
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+async fn raw_error(gw: &TestGateway, body: &str) -> Value {
+    let resp = gw.post_raw(body.to_owned()).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    resp.json().await.unwrap()
+}
+
+#[tokio::test]
+async fn envelope_errors_use_the_json_rpc_codes() {
+    let gw = TestGateway::start().await;
+    let r = raw_error(&gw, "{not json").await;
+    assert_eq!(r["error"]["code"], -32700);
+    assert_eq!(r["id"], Value::Null);
+    assert_eq!(r["jsonrpc"], "2.0");
+    let keys: Vec<_> = r["error"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(
+        keys,
+        ["code", "data", "message"],
+        "error has only code, message, data"
+    );
+
+    for body in [
+        r#"[{"jsonrpc":"2.0","id":1,"method":"GetTask"}]"#,
+        r#"{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{"id":"x"}}"#,
+        r#"{"id":1,"method":"GetTask","params":{"id":"x"}}"#,
+        r#"{"jsonrpc":"2.0","id":{"a":1},"method":"GetTask"}"#,
+        r#"{"jsonrpc":"2.0","id":1}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+    ] {
+        assert_eq!(
+            raw_error(&gw, body).await["error"]["code"],
+            -32600,
+            "{body}"
+        );
+    }
+
+    let r = raw_error(
+        &gw,
+        r#"{"jsonrpc":"2.0","id":"x-1","method":"message/send","params":{}}"#,
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32601);
+    assert_eq!(r["id"], "x-1", "the id is echoed");
+}
+
+#[tokio::test]
+async fn invalid_params_name_the_field() {
+    let gw = TestGateway::start().await;
+    for (params, field) in [
+        (json!({}), "message"),
+        (
+            json!({"message": {"role": "ROLE_USER", "parts": [{"text": "x"}]}}),
+            "message.messageId",
+        ),
+        (
+            json!({"message": {"messageId": "m", "parts": [{"text": "x"}]}}),
+            "message.role",
+        ),
+        (
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}),
+            "message.parts",
+        ),
+        (
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{}]}}),
+            "message.parts[0]",
+        ),
+        (
+            json!({"message": {"messageId": "m", "role": "ROLE_WIZARD", "parts": [{"text": "x"}]}}),
+            "message.role",
+        ),
+        (
+            json!({"message": user_message("x"), "configuration": {"historyLength": -2}}),
+            "configuration.historyLength",
+        ),
+        (
+            json!({"message": user_message("x"), "configuration": {"taskPushNotificationConfig": {"url": "not a url"}}}),
+            "configuration.taskPushNotificationConfig.url",
+        ),
+        (
+            json!({"message": user_message("x"), "tenant": "nobody"}),
+            "tenant",
+        ),
+    ] {
+        let r = gw.rpc("SendMessage", params.clone()).await;
+        assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
+        assert_eq!(
+            r["error"]["data"][0]["metadata"]["field"], field,
+            "{params}: {r}"
+        );
+        assert_eq!(
+            r["error"]["data"][1]["@type"],
+            "type.googleapis.com/google.rpc.BadRequest"
+        );
+    }
+    let r = gw.rpc("GetTask", json!({})).await;
+    assert_eq!(r["error"]["data"][0]["metadata"]["field"], "id");
+    let r = gw.rpc("GetTask", json!("just a string")).await;
+    assert_eq!(r["error"]["code"], -32602);
+    let r = raw_error(&gw, r#"{"jsonrpc":"2.0","id":1,"method":"GetTask"}"#).await;
+    assert_eq!(r["error"]["code"], -32602, "missing params");
+}
+
+#[tokio::test]
+async fn a2a_errors_carry_error_info() {
+    let gw = TestGateway::start().await;
+    let r = gw.rpc("GetTask", json!({"id": "missing"})).await;
+    assert_eq!(r["error"]["code"], -32001);
+    let info = &r["error"]["data"][0];
+    assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+    assert_eq!(info["reason"], "TASK_NOT_FOUND");
+    assert_eq!(info["domain"], "a2a-protocol.org");
+    assert_eq!(info["metadata"]["taskId"], "missing");
+}
+
+#[tokio::test]
+async fn version_negotiation() {
+    let gw = TestGateway::start().await;
+    let call = |version: Option<&'static str>| {
+        let mut req = gw
+            .client
+            .post(gw.url("/a2a/jsonrpc"))
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#);
+        if let Some(v) = version {
+            req = req.header("A2A-Version", v);
+        }
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    assert!(call(Some("1.0")).await.get("result").is_some());
+    assert!(
+        call(Some("1.0.1")).await.get("result").is_some(),
+        "patch versions are ignored"
+    );
+    assert!(
+        call(None).await.get("result").is_some(),
+        "a missing header is served as 1.0"
+    );
+    for v in ["99.0", "0.3", "2.0"] {
+        let r = call(Some(v)).await;
+        assert_eq!(r["error"]["code"], -32009, "{v}");
+        assert_eq!(r["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    }
+    // Version before params: a request without messageId still gets -32009.
+    let r = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc?A2A-Version=99.0"))
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{}}}"#)
+        .send()
+        .await
+        .unwrap()
+        .json::<Value>()
+        .await
+        .unwrap();
+    assert_eq!(r["error"]["code"], -32009);
+}
+
+#[tokio::test]
+async fn extensions_are_echoed_and_required_ones_enforced() {
+    let gw = TestGateway::with_config(
+        r#"
+        [[extensions]]
+        uri = "urn:example:required"
+        required = true
+        [[extensions]]
+        uri = "urn:example:optional"
+        "#,
+    )
+    .await;
+    let r = gw.rpc("ListTasks", json!({})).await;
+    assert_eq!(r["error"]["code"], -32008);
+    assert_eq!(
+        r["error"]["data"][0]["metadata"]["extension"],
+        "urn:example:required"
+    );
+
+    let resp = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("A2A-Version", "1.0")
+        .header(
+            "A2A-Extensions",
+            "urn:example:required, urn:example:optional, urn:unknown",
+        )
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["a2a-extensions"],
+        "urn:example:required, urn:example:optional",
+        "activated and supported extensions are echoed; unknown ones ignored"
+    );
+    assert!(resp.json::<Value>().await.unwrap().get("result").is_some());
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_refused_clearly() {
+    let gw = TestGateway::with_config("[limits]\nmax_body_bytes = 4096").await;
+    let big = "x".repeat(10_000);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": user_message(&big)}});
+    let resp = gw.post_raw(body.to_string()).await;
+    assert_eq!(resp.status(), 413);
+    let r: Value = resp.json().await.unwrap();
+    assert_eq!(r["error"]["code"], -32600);
+    assert!(r["error"]["message"].as_str().unwrap().contains("4096"));
+}
+
+#[tokio::test]
+async fn extended_card_gating() {
+    let gw = TestGateway::start().await;
+    assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32004);
+
+    let gw = TestGateway::with_config("[card]\nextended_agent_card = true").await;
+    assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32007);
+
+    let gw = TestGateway::with_config(
+        r#"
+        [extended_card]
+        description = "the extended card"
+        [[extended_card.skills]]
+        id = "private"
+        name = "Private"
+        description = "only in the extended card"
+        tags = ["private"]
+        "#,
+    )
+    .await;
+    let card = gw.ok("GetExtendedAgentCard", Value::Null).await;
+    assert_eq!(card["description"], "the extended card");
+    assert!(
+        card["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["id"] == "private")
+    );
+}
+
+#[tokio::test]
+async fn health_endpoints() {
+    let gw = TestGateway::start().await;
+    for path in ["/healthz", "/readyz"] {
+        let resp = gw.client.get(gw.url(path)).send().await.unwrap();
+        assert_eq!(resp.status(), 200, "{path}");
+    }
+}

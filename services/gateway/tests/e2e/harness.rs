@@ -1,0 +1,221 @@
+//! `TestGateway`: the gateway started through the same `app::build` / `app::serve` as `main`, on
+//! port 0, plus a small JSON-RPC and SSE client.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use a2a_gateway::app;
+use a2a_gateway::config::{Config, FileConfig};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub struct TestGateway {
+    pub addr: SocketAddr,
+    pub client: reqwest::Client,
+    shutdown: CancellationToken,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestGateway {
+    pub async fn start() -> Self {
+        Self::with_config("").await
+    }
+
+    /// Starts a gateway with `toml` as its configuration file.
+    pub async fn with_config(toml: &str) -> Self {
+        let file = FileConfig::parse(toml).expect("test config parses");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let listen = addr.to_string();
+        let config =
+            Config::from_parts(file, |k| (k == "A2A_LISTEN").then(|| listen.clone())).unwrap();
+        let shutdown = CancellationToken::new();
+        let svc = app::build(&config, shutdown.clone()).unwrap();
+        let server = tokio::spawn(app::serve(listener, svc, shutdown.clone()));
+        Self {
+            addr,
+            client: reqwest::Client::new(),
+            shutdown,
+            server: Some(server),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// Posts a raw body to the JSON-RPC endpoint with `A2A-Version: 1.0`.
+    pub async fn post_raw(&self, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        self.client
+            .post(self.url("/a2a/jsonrpc"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A JSON-RPC call; returns the whole response object (result or error).
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let resp = self.post_raw(body.to_string()).await;
+        assert_eq!(resp.status(), 200, "JSON-RPC answers with HTTP 200");
+        resp.json().await.unwrap()
+    }
+
+    /// The `result` of a call that must succeed.
+    pub async fn ok(&self, method: &str, params: Value) -> Value {
+        let resp = self.rpc(method, params).await;
+        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
+        resp["result"].clone()
+    }
+
+    /// The error code of a call that must fail.
+    pub async fn err_code(&self, method: &str, params: Value) -> i64 {
+        let resp = self.rpc(method, params).await;
+        resp["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{method} should fail: {resp}"))
+    }
+
+    /// Opens an SSE stream for a streaming method.
+    pub async fn stream(&self, method: &str, params: Value) -> SseStream {
+        let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
+        let resp = self.post_raw(body.to_string()).await;
+        assert_eq!(resp.status(), 200);
+        SseStream::new(resp)
+    }
+
+    /// Sends to the echo agent and returns the task.
+    pub async fn send_text(&self, text: &str) -> Value {
+        self.ok("SendMessage", json!({"message": user_message(text)}))
+            .await["task"]
+            .clone()
+    }
+
+    /// Sends a scenario script; returns the SendMessage result.
+    pub async fn scenario(&self, script: Value, configuration: Value) -> Value {
+        self.ok(
+            "SendMessage",
+            json!({"tenant": "scenario", "message": script_message(script), "configuration": configuration}),
+        )
+        .await
+    }
+
+    pub async fn stop(mut self) {
+        self.shutdown.cancel();
+        if let Some(server) = self.server.take() {
+            tokio::time::timeout(Duration::from_secs(10), server)
+                .await
+                .expect("graceful shutdown within 10 s")
+                .unwrap()
+                .unwrap();
+        }
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+pub fn user_message(text: &str) -> Value {
+    json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": text}]})
+}
+
+pub fn script_message(script: Value) -> Value {
+    json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+           "parts": [{"text": "run"}, {"data": script}]})
+}
+
+pub fn state(task: &Value) -> &str {
+    task["status"]["state"].as_str().unwrap_or_default()
+}
+
+/// One parsed SSE event.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: Value,
+}
+
+/// A minimal SSE reader over a reqwest body.
+pub struct SseStream {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buf: String,
+    pub content_type: String,
+}
+
+impl SseStream {
+    pub fn new(resp: reqwest::Response) -> Self {
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        Self {
+            body: resp.bytes_stream().boxed(),
+            buf: String::new(),
+            content_type,
+        }
+    }
+
+    /// The next event, or `None` when the server closed the stream. Panics after 10 s of silence.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let mut ev = SseEvent {
+                    id: None,
+                    event: None,
+                    data: Value::Null,
+                };
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    } else if let Some(v) = line.strip_prefix("id:") {
+                        ev.id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("event:") {
+                        ev.event = Some(v.trim().to_owned());
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                ev.data = serde_json::from_str(&data).expect("SSE data is JSON");
+                return Some(ev);
+            }
+            match tokio::time::timeout(Duration::from_secs(10), self.body.next())
+                .await
+                .expect("an SSE event within 10 s")
+            {
+                Some(chunk) => self
+                    .buf
+                    .push_str(std::str::from_utf8(&chunk.unwrap()).unwrap()),
+                None => return None,
+            }
+        }
+    }
+
+    /// Every remaining event until the server closes the stream.
+    pub async fn collect(mut self) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        while let Some(ev) = self.next().await {
+            out.push(ev);
+        }
+        out
+    }
+}
+
+/// The kind of a StreamResponse (`task`, `message`, `statusUpdate`, `artifactUpdate`) and its body.
+pub fn kind(result: &Value) -> (&str, &Value) {
+    let obj = result.as_object().expect("a StreamResponse object");
+    assert_eq!(obj.len(), 1, "exactly one StreamResponse member: {result}");
+    let (k, v) = obj.iter().next().unwrap();
+    (k.as_str(), v)
+}

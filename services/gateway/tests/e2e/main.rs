@@ -1,0 +1,12 @@
+//! End-to-end tests: a real gateway on a real socket, driven over HTTP. One test binary, many
+//! modules (see `harness` for the `TestGateway` builder).
+
+mod harness;
+
+mod binary;
+mod card;
+mod errors;
+mod lifecycle;
+mod listing;
+mod push_configs;
+mod streams;
