@@ -146,11 +146,19 @@ impl A2aError {
     pub fn error_info(&self) -> ErrorInfo {
         let mut metadata = BTreeMap::new();
         match self {
-            Self::TaskNotFound { task_id } | Self::TaskNotCancelable { task_id, .. } => {
+            Self::TaskNotFound { task_id } => {
                 metadata.insert("taskId".to_owned(), task_id.clone());
             }
-            Self::ContentTypeNotSupported { media_type, .. } => {
+            Self::TaskNotCancelable { task_id, state } => {
+                metadata.insert("taskId".to_owned(), task_id.clone());
+                metadata.insert("state".to_owned(), state.as_str_name().to_owned());
+            }
+            Self::ContentTypeNotSupported { media_type, agent } => {
                 metadata.insert("mediaType".to_owned(), media_type.clone());
+                metadata.insert("agent".to_owned(), agent.clone());
+            }
+            Self::PayloadTooLarge { limit } => {
+                metadata.insert("limit".to_owned(), limit.to_string());
             }
             Self::ExtensionSupportRequired { uri } => {
                 metadata.insert("extension".to_owned(), uri.clone());
@@ -174,9 +182,79 @@ impl A2aError {
         }
     }
 
+    /// Rebuilds a typed error from what a binding carried (ErrorInfo reason and metadata, the
+    /// message): the client side of [`A2aError::error_info`]. Unknown reasons become `Internal`.
+    pub fn from_wire(reason: &str, message: &str, metadata: &BTreeMap<String, String>) -> Self {
+        let meta = |k: &str| metadata.get(k).cloned().unwrap_or_default();
+        let msg = message.to_owned();
+        match reason {
+            "TASK_NOT_FOUND" => Self::TaskNotFound {
+                task_id: meta("taskId"),
+            },
+            "TASK_NOT_CANCELABLE" => Self::TaskNotCancelable {
+                task_id: meta("taskId"),
+                state: TaskState::from_str_name(&meta("state")).unwrap_or(TaskState::Unspecified),
+            },
+            "PUSH_NOTIFICATION_NOT_SUPPORTED" => Self::PushNotificationNotSupported,
+            "UNSUPPORTED_OPERATION" => Self::UnsupportedOperation(msg),
+            "CONTENT_TYPE_NOT_SUPPORTED" => Self::ContentTypeNotSupported {
+                media_type: meta("mediaType"),
+                agent: meta("agent"),
+            },
+            "INVALID_AGENT_RESPONSE" => Self::InvalidAgentResponse(msg),
+            "EXTENDED_AGENT_CARD_NOT_CONFIGURED" => Self::ExtendedAgentCardNotConfigured,
+            "EXTENSION_SUPPORT_REQUIRED" => Self::ExtensionSupportRequired {
+                uri: meta("extension"),
+            },
+            "VERSION_NOT_SUPPORTED" => Self::VersionNotSupported {
+                version: meta("version"),
+            },
+            "PARSE_ERROR" => Self::Parse(msg),
+            "INVALID_REQUEST" => Self::InvalidRequest(msg),
+            "METHOD_NOT_FOUND" => Self::MethodNotFound {
+                method: meta("method"),
+            },
+            "INVALID_PARAMS" => Self::InvalidParams {
+                field: meta("field"),
+                reason: msg,
+            },
+            "PAYLOAD_TOO_LARGE" => Self::PayloadTooLarge {
+                limit: meta("limit").parse().unwrap_or(0),
+            },
+            "UNAUTHENTICATED" => Self::Unauthenticated(msg),
+            "PERMISSION_DENIED" => Self::PermissionDenied(msg),
+            "UNAVAILABLE" => Self::Unavailable(msg),
+            _ => Self::Internal(msg),
+        }
+    }
+
     /// Whether a client may retry the same request later (used for `Retry-After`).
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// The canonical name of a gRPC code (`NOT_FOUND`), as REST errors carry it in `error.status`.
+pub fn grpc_status_name(code: tonic::Code) -> &'static str {
+    use tonic::Code::*;
+    match code {
+        Ok => "OK",
+        Cancelled => "CANCELLED",
+        Unknown => "UNKNOWN",
+        InvalidArgument => "INVALID_ARGUMENT",
+        DeadlineExceeded => "DEADLINE_EXCEEDED",
+        NotFound => "NOT_FOUND",
+        AlreadyExists => "ALREADY_EXISTS",
+        PermissionDenied => "PERMISSION_DENIED",
+        ResourceExhausted => "RESOURCE_EXHAUSTED",
+        FailedPrecondition => "FAILED_PRECONDITION",
+        Aborted => "ABORTED",
+        OutOfRange => "OUT_OF_RANGE",
+        Unimplemented => "UNIMPLEMENTED",
+        Internal => "INTERNAL",
+        Unavailable => "UNAVAILABLE",
+        DataLoss => "DATA_LOSS",
+        Unauthenticated => "UNAUTHENTICATED",
     }
 }
 
@@ -281,6 +359,35 @@ mod tests {
             assert_eq!((c.json_rpc, c.http, c.grpc), (rpc, http, grpc), "{err:?}");
             assert_eq!(err.error_info().domain, "a2a-protocol.org");
         }
+    }
+
+    #[test]
+    fn wire_round_trip() {
+        let errors = [
+            A2aError::task_not_found("t"),
+            A2aError::TaskNotCancelable {
+                task_id: "t".into(),
+                state: TaskState::Completed,
+            },
+            A2aError::PushNotificationNotSupported,
+            A2aError::ContentTypeNotSupported {
+                media_type: "a/b".into(),
+                agent: "echo".into(),
+            },
+            A2aError::ExtensionSupportRequired { uri: "u".into() },
+            A2aError::VersionNotSupported {
+                version: "9.0".into(),
+            },
+            A2aError::MethodNotFound { method: "M".into() },
+            A2aError::PayloadTooLarge { limit: 10 },
+            A2aError::ExtendedAgentCardNotConfigured,
+        ];
+        for err in errors {
+            let info = err.error_info();
+            let back = A2aError::from_wire(info.reason, &err.to_string(), &info.metadata);
+            assert_eq!(back, err);
+        }
+        assert_eq!(grpc_status_name(tonic::Code::FailedPrecondition), "FAILED_PRECONDITION");
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub mod string_list;
 pub mod wkt;
 mod wkt_struct;
 
-pub use error::{A2aError, ERROR_DOMAIN, ErrorInfo, WireCodes};
+pub use error::{A2aError, ERROR_DOMAIN, ErrorInfo, WireCodes, grpc_status_name};
 
 /// Generated from `lf.a2a.v1`.
 #[allow(clippy::all, missing_docs)]
