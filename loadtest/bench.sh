@@ -14,7 +14,7 @@ PORT="${BENCH_PORT:-18480}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 
 command -v wrk >/dev/null || { echo "bench: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
-cargo build --release -q -p a2a-gateway
+[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
 
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &

@@ -15,8 +15,9 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 use crate::{BusError, BusEvent, BusItem, EventBus};
 
-/// Events buffered per task for its slowest subscriber.
-pub const CAPACITY: usize = 1024;
+/// Events buffered per task for its slowest subscriber. Kept small because every followed task
+/// allocates its ring up front; a subscriber that falls further behind re-reads the event log.
+pub const CAPACITY: usize = 64;
 
 #[derive(Default, Clone)]
 pub struct LocalEventBus {
