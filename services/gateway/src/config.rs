@@ -274,6 +274,14 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_is_valid() {
+        let f = FileConfig::parse(include_str!("../../../examples/gateway.toml")).unwrap();
+        let c = Config::from_parts(f, env(&[])).unwrap();
+        assert_eq!(c.file.default_agent.as_deref(), Some("echo"));
+        assert!(c.file.extended_card.is_some());
+    }
+
+    #[test]
     fn parses_a_full_file() {
         let f = FileConfig::parse(
             r#"
