@@ -186,6 +186,8 @@ impl A2aError {
     /// message): the client side of [`A2aError::error_info`]. Unknown reasons become `Internal`.
     pub fn from_wire(reason: &str, message: &str, metadata: &BTreeMap<String, String>) -> Self {
         let meta = |k: &str| metadata.get(k).cloned().unwrap_or_default();
+        // Display adds a prefix to some variants; strip it so a round trip is exact.
+        let text = |prefix: &str| message.strip_prefix(prefix).unwrap_or(message).to_owned();
         let msg = message.to_owned();
         match reason {
             "TASK_NOT_FOUND" => Self::TaskNotFound {
@@ -201,7 +203,9 @@ impl A2aError {
                 media_type: meta("mediaType"),
                 agent: meta("agent"),
             },
-            "INVALID_AGENT_RESPONSE" => Self::InvalidAgentResponse(msg),
+            "INVALID_AGENT_RESPONSE" => {
+                Self::InvalidAgentResponse(text("invalid agent response: "))
+            }
             "EXTENDED_AGENT_CARD_NOT_CONFIGURED" => Self::ExtendedAgentCardNotConfigured,
             "EXTENSION_SUPPORT_REQUIRED" => Self::ExtensionSupportRequired {
                 uri: meta("extension"),
@@ -209,9 +213,10 @@ impl A2aError {
             "VERSION_NOT_SUPPORTED" => Self::VersionNotSupported {
                 version: meta("version"),
             },
-            "PARSE_ERROR" => Self::Parse(msg),
-            "INVALID_REQUEST" => Self::InvalidRequest(msg),
-            "METHOD_NOT_FOUND" => Self::MethodNotFound {
+            "PARSE_ERROR" => Self::Parse(text("invalid JSON: ")),
+            "INVALID_REQUEST" => Self::InvalidRequest(text("invalid request: ")),
+            // REST answers a wrong verb with METHOD_NOT_ALLOWED (HTTP 405).
+            "METHOD_NOT_FOUND" | "METHOD_NOT_ALLOWED" => Self::MethodNotFound {
                 method: meta("method"),
             },
             "INVALID_PARAMS" => Self::InvalidParams {
@@ -221,10 +226,10 @@ impl A2aError {
             "PAYLOAD_TOO_LARGE" => Self::PayloadTooLarge {
                 limit: meta("limit").parse().unwrap_or(0),
             },
-            "UNAUTHENTICATED" => Self::Unauthenticated(msg),
-            "PERMISSION_DENIED" => Self::PermissionDenied(msg),
-            "UNAVAILABLE" => Self::Unavailable(msg),
-            _ => Self::Internal(msg),
+            "UNAUTHENTICATED" => Self::Unauthenticated(text("authentication required: ")),
+            "PERMISSION_DENIED" => Self::PermissionDenied(text("permission denied: ")),
+            "UNAVAILABLE" => Self::Unavailable(text("service unavailable: ")),
+            _ => Self::Internal(text("internal error: ")),
         }
     }
 
@@ -381,13 +386,20 @@ mod tests {
             A2aError::MethodNotFound { method: "M".into() },
             A2aError::PayloadTooLarge { limit: 10 },
             A2aError::ExtendedAgentCardNotConfigured,
+            A2aError::Internal("boom".into()),
+            A2aError::Unavailable("db down".into()),
+            A2aError::InvalidAgentResponse("garbage".into()),
+            A2aError::UnsupportedOperation("no".into()),
         ];
         for err in errors {
             let info = err.error_info();
             let back = A2aError::from_wire(info.reason, &err.to_string(), &info.metadata);
             assert_eq!(back, err);
         }
-        assert_eq!(grpc_status_name(tonic::Code::FailedPrecondition), "FAILED_PRECONDITION");
+        assert_eq!(
+            grpc_status_name(tonic::Code::FailedPrecondition),
+            "FAILED_PRECONDITION"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
 pub mod error;
 mod list_response;
 pub mod state;
+pub mod status;
 pub mod string_list;
 pub mod wkt;
 mod wkt_struct;

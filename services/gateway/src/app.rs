@@ -15,7 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
-use crate::bindings::{card, jsonrpc};
+use crate::bindings::{card, jsonrpc, rest};
 use crate::config::Config;
 use crate::service::A2aService;
 
@@ -47,14 +47,19 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
 /// Every route, with the body limit the configuration sets.
 pub fn router(svc: A2aService) -> Router {
     let limit = svc.max_body_bytes();
+    // gRPC shares the listener: its paths (`/lf.a2a.v1.A2AService/*`, health, reflection) never
+    // collide with the HTTP ones, and tonic enforces its own message limit.
+    let grpc = crate::bindings::grpc::router(svc.clone());
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .merge(rest::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(svc)
+        .merge(grpc)
 }
 
 async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {

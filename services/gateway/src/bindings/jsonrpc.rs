@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{extensions_header, request_context, sse};
+use super::{decode, extensions_header, request_context, sse};
 use crate::service::{A2aService, EventStream, RequestContext};
 
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -154,16 +154,7 @@ fn params<T: DeserializeOwned + Default>(
             Ok(T::default())
         };
     };
-    let mut de = serde_json::Deserializer::from_str(raw.get());
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            "params".to_owned()
-        } else {
-            path
-        };
-        A2aError::invalid_params(field, e.into_inner().to_string())
-    })
+    decode::json(raw.get(), "params")
 }
 
 fn json<T: Serialize>(id: &Value, result: &T) -> Outcome {

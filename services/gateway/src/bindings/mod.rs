@@ -3,7 +3,10 @@
 //! binding's own format. No binding knows SQL or Redis.
 
 pub mod card;
+mod decode;
+pub mod grpc;
 pub mod jsonrpc;
+pub mod rest;
 mod sse;
 
 use a2a_types::A2aError;

@@ -15,6 +15,29 @@ use crate::config::FileConfig;
 
 /// Path of the JSON-RPC interface, relative to the public URL.
 pub const JSONRPC_PATH: &str = "/a2a/jsonrpc";
+/// Path of the HTTP+JSON interface, relative to the public URL.
+pub const REST_PATH: &str = "/a2a/rest";
+
+/// The interfaces in preference order: JSON-RPC first (every SDK speaks it), then HTTP+JSON,
+/// then gRPC, whose URL is `host:port` (served on the same port, h2c).
+fn interfaces(public_url: &str) -> Vec<AgentInterface> {
+    let iface = |url: String, binding: &str| AgentInterface {
+        url,
+        protocol_binding: binding.into(),
+        tenant: String::new(),
+        protocol_version: a2a_types::PROTOCOL_VERSION.into(),
+    };
+    let mut out = vec![
+        iface(format!("{public_url}{JSONRPC_PATH}"), "JSONRPC"),
+        iface(format!("{public_url}{REST_PATH}"), "HTTP+JSON"),
+    ];
+    if let Ok(url) = url::Url::parse(public_url)
+        && let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default())
+    {
+        out.push(iface(format!("{host}:{port}"), "GRPC"));
+    }
+    out
+}
 
 /// A card serialised once, with the validators HTTP caching needs.
 #[derive(Debug, Clone)]
@@ -73,12 +96,7 @@ impl Cards {
         let card = AgentCard {
             name: c.name.clone(),
             description: c.description.clone(),
-            supported_interfaces: vec![AgentInterface {
-                url: format!("{public_url}{JSONRPC_PATH}"),
-                protocol_binding: "JSONRPC".into(),
-                tenant: String::new(),
-                protocol_version: a2a_types::PROTOCOL_VERSION.into(),
-            }],
+            supported_interfaces: interfaces(public_url),
             provider: c.provider_organization.as_ref().map(|org| AgentProvider {
                 organization: org.clone(),
                 url: c.provider_url.clone().unwrap_or_default(),

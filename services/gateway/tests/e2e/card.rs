@@ -24,10 +24,25 @@ async fn card_shape_and_caching() {
     let etag = resp.headers()["etag"].to_str().unwrap().to_owned();
     let card: Value = resp.json().await.unwrap();
 
-    let iface = &card["supportedInterfaces"][0];
-    assert_eq!(iface["protocolBinding"], "JSONRPC");
-    assert_eq!(iface["protocolVersion"], "1.0");
-    assert_eq!(iface["url"], gw.url("/a2a/jsonrpc"));
+    let ifaces = card["supportedInterfaces"].as_array().unwrap();
+    let listed: Vec<_> = ifaces
+        .iter()
+        .map(|i| {
+            assert_eq!(i["protocolVersion"], "1.0");
+            (
+                i["protocolBinding"].as_str().unwrap(),
+                i["url"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("JSONRPC", gw.url("/a2a/jsonrpc")),
+            ("HTTP+JSON", gw.url("/a2a/rest")),
+            ("GRPC", gw.addr.to_string()),
+        ]
+    );
     for field in [
         "name",
         "description",

@@ -5,8 +5,11 @@ mod harness;
 
 mod binary;
 mod card;
+mod equivalence;
 mod errors;
+mod grpc;
 mod lifecycle;
 mod listing;
 mod push_configs;
+mod rest;
 mod streams;

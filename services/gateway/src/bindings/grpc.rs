@@ -1,0 +1,274 @@
+//! gRPC: `lf.a2a.v1.A2AService` (all 11 RPCs), the standard health service and server
+//! reflection, on the same listener as HTTP (h2c with prior knowledge; `axum::serve` speaks
+//! HTTP/1.1 and HTTP/2 on one port). Each RPC is a thin adapter: service parameters from the
+//! metadata, one call on [`A2aService`], the result or a rich [`tonic::Status`] back
+//! (`A2aError::to_status`: code from the 1.0.1 table plus a `google.rpc.ErrorInfo`).
+
+use a2a_types::A2aError;
+use a2a_types::state::{event_state, is_settled};
+use a2a_types::v1::a2a_service_server::{
+    A2aService as A2aServiceTrait, A2aServiceServer, SERVICE_NAME,
+};
+use a2a_types::v1::{
+    AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
+    GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest, ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, stream_response::Payload,
+};
+use axum::Router;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use tonic::metadata::MetadataValue;
+use tonic::server::NamedService;
+use tonic::{Request, Response, Status};
+use tonic_health::ServingStatus;
+
+use super::{EXTENSIONS_HEADER, extensions_header, request_context};
+use crate::service::{A2aService, EventStream, RequestContext};
+
+/// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
+/// final status (tonic ends the stream on the first `Err`).
+pub type ResponseStream = BoxStream<'static, Result<StreamResponse, Status>>;
+
+/// The gRPC routes, to be merged into the HTTP router. Built with `route_service` per service
+/// rather than `tonic::service::Routes`, whose catch-all fallback would answer every unknown
+/// HTTP path with a gRPC UNIMPLEMENTED instead of a 404.
+pub fn router(svc: A2aService) -> Router {
+    // One size limit for every binding: tonic refuses a larger message (OUT_OF_RANGE) before
+    // decoding it.
+    let limit = svc.max_body_bytes();
+    let a2a = A2aServiceServer::new(GrpcBinding { svc }).max_decoding_message_size(limit);
+
+    let (health_reporter, health) = tonic_health::server::health_reporter();
+    // A fresh reporter's lock is uncontended, so this completes on the first poll.
+    futures::FutureExt::now_or_never(
+        health_reporter.set_service_status(SERVICE_NAME, ServingStatus::Serving),
+    )
+    .expect("a fresh health reporter is not locked");
+
+    // Both reflection versions: current tools (grpcurl, grpcui) speak v1, older ones v1alpha.
+    let valid = "the embedded descriptor sets are valid";
+    let reflection_v1 = reflection().build_v1().expect(valid);
+    let reflection_v1alpha = reflection().build_v1alpha().expect(valid);
+
+    Router::new()
+        .route_service(&path_of(&a2a), a2a)
+        .route_service(&path_of(&health), health)
+        .route_service(&path_of(&reflection_v1), reflection_v1)
+        .route_service(&path_of(&reflection_v1alpha), reflection_v1alpha)
+}
+
+/// Reflection over the A2A proto (with its google/protobuf imports, so clients can resolve
+/// every type) and the health proto.
+fn reflection() -> tonic_reflection::server::Builder<'static> {
+    tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(a2a_types::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+}
+
+/// `/<package.Service>/<Rpc>`: every RPC of one service.
+fn path_of<S: NamedService>(_: &S) -> String {
+    format!("/{}/{{*rpc}}", S::NAME)
+}
+
+/// The generated server trait over the one [`A2aService`].
+#[derive(Clone)]
+pub struct GrpcBinding {
+    svc: A2aService,
+}
+
+impl GrpcBinding {
+    /// Service parameters from the metadata (gRPC metadata keys are lowercase HTTP/2 headers, so
+    /// the HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
+    /// `a2a-extensions` comma-separated), then the extension check.
+    fn context<T>(&self, req: Request<T>) -> Result<(RequestContext, Vec<String>, T), Status> {
+        let (metadata, _, message) = req.into_parts();
+        let ctx = request_context(&metadata.into_headers(), None)?;
+        let activated = self.svc.check_extensions(&ctx)?;
+        Ok((ctx, activated, message))
+    }
+
+    /// Decode, call, encode: the whole of every unary RPC.
+    async fn unary<T, R, F, Fut>(&self, req: Request<T>, call: F) -> Result<Response<R>, Status>
+    where
+        F: FnOnce(A2aService, RequestContext, T) -> Fut,
+        Fut: Future<Output = Result<R, A2aError>>,
+    {
+        let (ctx, activated, message) = self.context(req)?;
+        let out = call(self.svc.clone(), ctx, message).await?;
+        Ok(respond(out, &activated))
+    }
+
+    async fn streaming<T, F, Fut>(
+        &self,
+        req: Request<T>,
+        call: F,
+    ) -> Result<Response<ResponseStream>, Status>
+    where
+        F: FnOnce(A2aService, RequestContext, T) -> Fut,
+        Fut: Future<Output = Result<EventStream, A2aError>>,
+    {
+        let (ctx, activated, message) = self.context(req)?;
+        let events = call(self.svc.clone(), ctx, message).await?;
+        Ok(respond(stream_of(events), &activated))
+    }
+}
+
+/// The service's events as StreamResponses. gRPC has no event ids, so the sequence numbers stay
+/// behind. The service ends a stream after a terminal or interrupted state (or a direct
+/// Message), which is the RPC's OK; it also ends one early when the process shuts down, and
+/// that end becomes UNAVAILABLE, so a client resubscribes instead of taking the task as done.
+fn stream_of(mut events: EventStream) -> ResponseStream {
+    async_stream::stream! {
+        let mut settled = false;
+        while let Some(item) = events.next().await {
+            match item {
+                Ok(ev) => {
+                    settled = matches!(ev.event.payload, Some(Payload::Message(_)))
+                        || event_state(&ev.event).is_some_and(is_settled);
+                    yield Ok(ev.event);
+                }
+                Err(err) => {
+                    yield Err(err.to_status());
+                    return;
+                }
+            }
+        }
+        if !settled {
+            yield Err(A2aError::Unavailable(
+                "the gateway is shutting down; resubscribe to the task".into(),
+            )
+            .to_status());
+        }
+    }
+    .boxed()
+}
+
+/// The response, with the activated extensions echoed in `a2a-extensions`.
+fn respond<R>(message: R, activated: &[String]) -> Response<R> {
+    let mut response = Response::new(message);
+    if let Some(value) = extensions_header(activated)
+        .and_then(|v| v.to_str().ok().map(str::to_owned))
+        .and_then(|v| MetadataValue::try_from(v).ok())
+    {
+        response.metadata_mut().insert(EXTENSIONS_HEADER, value);
+    }
+    response
+}
+
+#[tonic::async_trait]
+impl A2aServiceTrait for GrpcBinding {
+    async fn send_message(
+        &self,
+        req: Request<SendMessageRequest>,
+    ) -> Result<Response<SendMessageResponse>, Status> {
+        self.unary(
+            req,
+            |svc, ctx, m| async move { svc.send_message(&ctx, m).await },
+        )
+        .await
+    }
+
+    type SendStreamingMessageStream = ResponseStream;
+
+    async fn send_streaming_message(
+        &self,
+        req: Request<SendMessageRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.streaming(req, |svc, ctx, m| async move {
+            svc.send_streaming_message(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn get_task(&self, req: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
+        self.unary(
+            req,
+            |svc, ctx, m| async move { svc.get_task(&ctx, m).await },
+        )
+        .await
+    }
+
+    async fn list_tasks(
+        &self,
+        req: Request<ListTasksRequest>,
+    ) -> Result<Response<ListTasksResponse>, Status> {
+        self.unary(
+            req,
+            |svc, ctx, m| async move { svc.list_tasks(&ctx, m).await },
+        )
+        .await
+    }
+
+    async fn cancel_task(&self, req: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
+        self.unary(
+            req,
+            |svc, ctx, m| async move { svc.cancel_task(&ctx, m).await },
+        )
+        .await
+    }
+
+    type SubscribeToTaskStream = ResponseStream;
+
+    async fn subscribe_to_task(
+        &self,
+        req: Request<SubscribeToTaskRequest>,
+    ) -> Result<Response<ResponseStream>, Status> {
+        self.streaming(req, |svc, ctx, m| async move {
+            svc.subscribe_to_task(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn create_task_push_notification_config(
+        &self,
+        req: Request<TaskPushNotificationConfig>,
+    ) -> Result<Response<TaskPushNotificationConfig>, Status> {
+        self.unary(req, |svc, ctx, m| async move {
+            svc.create_push_config(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn get_task_push_notification_config(
+        &self,
+        req: Request<GetTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<TaskPushNotificationConfig>, Status> {
+        self.unary(req, |svc, ctx, m| async move {
+            svc.get_push_config(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn list_task_push_notification_configs(
+        &self,
+        req: Request<ListTaskPushNotificationConfigsRequest>,
+    ) -> Result<Response<ListTaskPushNotificationConfigsResponse>, Status> {
+        self.unary(req, |svc, ctx, m| async move {
+            svc.list_push_configs(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn get_extended_agent_card(
+        &self,
+        req: Request<GetExtendedAgentCardRequest>,
+    ) -> Result<Response<AgentCard>, Status> {
+        self.unary(req, |svc, ctx, m| async move {
+            svc.get_extended_agent_card(&ctx, m).await
+        })
+        .await
+    }
+
+    async fn delete_task_push_notification_config(
+        &self,
+        req: Request<DeleteTaskPushNotificationConfigRequest>,
+    ) -> Result<Response<pbjson_types::Empty>, Status> {
+        self.unary(req, |svc, ctx, m| async move {
+            svc.delete_push_config(&ctx, m).await
+        })
+        .await
+        .map(|r| r.map(|()| pbjson_types::Empty {}))
+    }
+}

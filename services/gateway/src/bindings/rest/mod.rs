@@ -1,0 +1,404 @@
+//! HTTP+JSON (REST) binding of A2A 1.0 under `/a2a/rest`, each path also under
+//! `/a2a/rest/{tenant}/…` (the segment fills the request's `tenant`). Bodies and results are the
+//! ProtoJSON of the canonical types; success is always HTTP 200; errors are `google.rpc.Status`
+//! JSON with the 1.0.1 HTTP status (see [`errors`]); the streaming operations answer with SSE
+//! whose `data:` is a bare StreamResponse and whose failure is an `event: error` carrying the
+//! error body.
+//!
+//! Order of checks: path (404/405), body size (413), `A2A-Version`, `A2A-Extensions`,
+//! `Content-Type`, then decoding and the service call.
+
+mod errors;
+mod query;
+mod routes;
+
+use a2a_types::A2aError;
+use a2a_types::v1::{
+    CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
+    GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
+    ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use self::routes::{NoRoute, Op, Route};
+use super::{decode, extensions_header, request_context, sse};
+use crate::service::{A2aService, EventStream, RequestContext, SeqEvent};
+
+pub const PREFIX: &str = "/a2a/rest";
+
+const JSON: &str = "application/json";
+const A2A_JSON: &str = "application/a2a+json";
+
+/// The routes of the binding; every path under [`PREFIX`] reaches one handler, which matches the
+/// path itself (see [`routes`]).
+pub fn routes() -> Router<A2aService> {
+    Router::new()
+        .route(PREFIX, any(handle))
+        .route(&format!("{PREFIX}/"), any(handle))
+        .route(&format!("{PREFIX}/{{*path}}"), any(handle))
+}
+
+enum Reply {
+    Json(Vec<u8>),
+    Stream(EventStream),
+}
+
+async fn handle(
+    State(svc): State<A2aService>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let route = match routes::resolve(&method, PREFIX, uri.path()) {
+        Ok(route) => route,
+        Err(NoRoute::NotFound) => {
+            return errors::response(&A2aError::MethodNotFound {
+                method: format!("{method} {}", uri.path()),
+            });
+        }
+        Err(NoRoute::MethodNotAllowed(allowed)) => {
+            return errors::method_not_allowed(&method, uri.path(), allowed);
+        }
+    };
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return errors::response(&A2aError::PayloadTooLarge {
+                limit: svc.max_body_bytes(),
+            });
+        }
+        Err(rejection) => {
+            return errors::response(&A2aError::InvalidRequest(rejection.body_text()));
+        }
+    };
+    let ctx = match request_context(&headers, uri.query()) {
+        Ok(ctx) => ctx,
+        Err(err) => return errors::response(&err),
+    };
+    let activated = match svc.check_extensions(&ctx) {
+        Ok(a) => a,
+        Err(err) => return errors::response(&err),
+    };
+    let outcome = match check_content_type(&headers, &body) {
+        Ok(()) => call(&svc, &ctx, route, uri.query(), &body).await,
+        Err(err) => Err(err),
+    };
+    let mut response = match outcome {
+        Ok(Reply::Json(bytes)) => {
+            let media = if accepts_a2a_json(&headers) {
+                A2A_JSON
+            } else {
+                JSON
+            };
+            (
+                [(header::CONTENT_TYPE, HeaderValue::from_static(media))],
+                bytes,
+            )
+                .into_response()
+        }
+        Ok(Reply::Stream(events)) => sse::respond(events, svc.keep_alive(), sse_data),
+        Err(err) => errors::response(&err),
+    };
+    if let Some(v) = extensions_header(&activated) {
+        response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+    }
+    response
+}
+
+/// Decodes the request of `route`, calls the service, encodes the result.
+async fn call(
+    svc: &A2aService,
+    ctx: &RequestContext,
+    route: Route,
+    query: Option<&str>,
+    body: &[u8],
+) -> Result<Reply, A2aError> {
+    let Route { tenant, op } = route;
+    // The path's tenant wins over one in the body.
+    let tenant_or = |body_tenant: String| {
+        if tenant.is_empty() {
+            body_tenant
+        } else {
+            tenant.clone()
+        }
+    };
+    Ok(match op {
+        Op::SendMessage => {
+            let mut req: SendMessageRequest = json_body(body)?;
+            req.tenant = tenant_or(req.tenant);
+            json(&svc.send_message(ctx, req).await?)
+        }
+        Op::SendStreamingMessage => {
+            let mut req: SendMessageRequest = json_body(body)?;
+            req.tenant = tenant_or(req.tenant);
+            Reply::Stream(svc.send_streaming_message(ctx, req).await?)
+        }
+        Op::GetTask { id } => {
+            let mut req: GetTaskRequest = query::parse(query, query::GET_TASK)?;
+            req.tenant = tenant_or(req.tenant);
+            req.id = id;
+            json(&svc.get_task(ctx, req).await?)
+        }
+        Op::ListTasks => {
+            let mut req: ListTasksRequest = query::parse(query, query::LIST_TASKS)?;
+            req.tenant = tenant_or(req.tenant);
+            json(&svc.list_tasks(ctx, req).await?)
+        }
+        Op::CancelTask { id } => {
+            let mut req: CancelTaskRequest = json_body(body)?;
+            req.tenant = tenant_or(req.tenant);
+            req.id = id;
+            json(&svc.cancel_task(ctx, req).await?)
+        }
+        Op::SubscribeToTask { id } => {
+            let req = SubscribeToTaskRequest {
+                tenant: tenant_or(String::new()),
+                id,
+            };
+            Reply::Stream(svc.subscribe_to_task(ctx, req).await?)
+        }
+        Op::CreatePushConfig { task_id } => {
+            let mut cfg: TaskPushNotificationConfig = json_body(body)?;
+            cfg.tenant = tenant_or(cfg.tenant);
+            cfg.task_id = task_id;
+            json(&svc.create_push_config(ctx, cfg).await?)
+        }
+        Op::GetPushConfig { task_id, id } => {
+            let req = GetTaskPushNotificationConfigRequest {
+                tenant: tenant_or(String::new()),
+                task_id,
+                id,
+            };
+            json(&svc.get_push_config(ctx, req).await?)
+        }
+        Op::ListPushConfigs { task_id } => {
+            let mut req: ListTaskPushNotificationConfigsRequest =
+                query::parse(query, query::LIST_PUSH_CONFIGS)?;
+            req.tenant = tenant_or(req.tenant);
+            req.task_id = task_id;
+            json(&svc.list_push_configs(ctx, req).await?)
+        }
+        Op::DeletePushConfig { task_id, id } => {
+            let req = DeleteTaskPushNotificationConfigRequest {
+                tenant: tenant_or(String::new()),
+                task_id,
+                id,
+            };
+            svc.delete_push_config(ctx, req).await?;
+            json(&serde_json::json!({}))
+        }
+        Op::GetExtendedAgentCard => {
+            let req = GetExtendedAgentCardRequest {
+                tenant: tenant_or(String::new()),
+            };
+            json(&svc.get_extended_agent_card(ctx, req).await?)
+        }
+    })
+}
+
+/// A JSON body; an empty body and `null` stand for `{}` (the service then reports any missing
+/// required field by name).
+fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, A2aError> {
+    let text = std::str::from_utf8(body)
+        .map_err(|e| A2aError::Parse(format!("the body is not UTF-8: {e}")))?;
+    let text = match text.trim() {
+        "" | "null" => "{}",
+        _ => text,
+    };
+    decode::json(text, "body")
+}
+
+/// The `data:` of an SSE event: the bare StreamResponse, or the error body (`event: error`).
+fn sse_data(item: Result<&SeqEvent, &A2aError>) -> String {
+    match item {
+        Ok(ev) => String::from_utf8(encode(&ev.event)).expect("serde_json writes UTF-8"),
+        Err(err) => errors::body(err).to_string(),
+    }
+}
+
+fn json<T: Serialize>(result: &T) -> Reply {
+    Reply::Json(encode(result))
+}
+
+fn encode<T: Serialize>(result: &T) -> Vec<u8> {
+    serde_json::to_vec(result).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot serialise a result");
+        errors::body(&A2aError::Internal("cannot serialise the result".into()))
+            .to_string()
+            .into_bytes()
+    })
+}
+
+/// A request body must be `application/json` or `application/a2a+json` (parameters such as
+/// `charset` allowed); a body without a Content-Type is read as JSON.
+fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
+    if body.is_empty() {
+        return Ok(());
+    }
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let raw = value.to_str().unwrap_or("<invalid>").trim();
+    let essence = raw.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case(JSON) || essence.eq_ignore_ascii_case(A2A_JSON) {
+        return Ok(());
+    }
+    Err(A2aError::ContentTypeNotSupported {
+        media_type: raw.to_owned(),
+        agent: "gateway".into(),
+    })
+}
+
+/// Whether `Accept` asks for `application/a2a+json` (with a quality at least that of
+/// `application/json`, if that is listed too).
+fn accepts_a2a_json(headers: &HeaderMap) -> bool {
+    let (mut a2a, mut json) = (None::<f32>, None::<f32>);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else { continue };
+        for range in value.split(',') {
+            let mut parts = range.split(';');
+            let essence = parts.next().unwrap_or_default().trim();
+            let q = parts
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            let slot = if essence.eq_ignore_ascii_case(A2A_JSON) {
+                &mut a2a
+            } else if essence.eq_ignore_ascii_case(JSON) {
+                &mut json
+            } else {
+                continue;
+            };
+            *slot = Some(slot.map_or(q, |old| old.max(q)));
+        }
+    }
+    matches!(a2a, Some(q) if q > 0.0 && q >= json.unwrap_or(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn content_types() {
+        let ok = [
+            "application/json",
+            "application/a2a+json",
+            "Application/JSON; charset=utf-8",
+        ];
+        for ct in ok {
+            assert!(check_content_type(&headers(&[(header::CONTENT_TYPE, ct)]), b"{}").is_ok());
+        }
+        assert!(check_content_type(&HeaderMap::new(), b"{}").is_ok());
+        let text = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert!(check_content_type(&text, b"").is_ok(), "no body, no check");
+        assert_eq!(
+            check_content_type(&text, b"{}"),
+            Err(A2aError::ContentTypeNotSupported {
+                media_type: "text/plain".into(),
+                agent: "gateway".into()
+            })
+        );
+    }
+
+    #[test]
+    fn accept_negotiation() {
+        let cases = [
+            (vec![], false),
+            (vec!["*/*"], false),
+            (vec!["application/json"], false),
+            (vec!["application/a2a+json"], true),
+            (vec!["application/a2a+json;q=0"], false),
+            (vec!["application/json, application/a2a+json"], true),
+            (
+                vec!["application/json;q=1, application/a2a+json;q=0.5"],
+                false,
+            ),
+            (vec!["text/html", "application/a2a+json"], true),
+        ];
+        for (values, want) in cases {
+            let h = headers(
+                &values
+                    .iter()
+                    .map(|v| (header::ACCEPT, *v))
+                    .collect::<Vec<_>>(),
+            );
+            assert_eq!(accepts_a2a_json(&h), want, "{values:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_error_is_an_error_event_with_the_rest_body() {
+        use a2a_types::v1::{StreamResponse, Task, stream_response::Payload};
+        use futures::StreamExt;
+        use http_body_util::BodyExt;
+
+        let task = Task {
+            id: "t1".into(),
+            ..Default::default()
+        };
+        let items = vec![
+            Ok(SeqEvent {
+                seq: Some(1),
+                event: StreamResponse {
+                    payload: Some(Payload::Task(task)),
+                },
+            }),
+            Err(A2aError::Unavailable("the bus went away".into())),
+        ];
+        let events: EventStream = futures::stream::iter(items).boxed();
+        let resp = sse::respond(events, std::time::Duration::from_secs(60), sse_data);
+        assert_eq!(resp.headers()[header::CONTENT_TYPE], "text/event-stream");
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        let blocks: Vec<&str> = text.split("\n\n").filter(|b| !b.is_empty()).collect();
+        assert_eq!(blocks.len(), 2, "{text}");
+        assert!(blocks[0].contains("id: 1"), "{text}");
+        assert!(
+            blocks[0].contains(r#"data: {"task":{"id":"t1"}}"#),
+            "{text}"
+        );
+        assert!(blocks[1].contains("event: error"), "{text}");
+        let data = blocks[1]
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(body["error"]["code"], 503);
+        assert_eq!(body["error"]["status"], "UNAVAILABLE");
+        assert_eq!(body["error"]["details"][0]["reason"], "UNAVAILABLE");
+    }
+
+    #[test]
+    fn bodies() {
+        let req: CancelTaskRequest = json_body(b"").unwrap();
+        assert_eq!(req, CancelTaskRequest::default());
+        let req: CancelTaskRequest = json_body(b" null ").unwrap();
+        assert_eq!(req, CancelTaskRequest::default());
+        assert!(matches!(
+            json_body::<CancelTaskRequest>(b"{"),
+            Err(A2aError::Parse(_))
+        ));
+        assert!(matches!(
+            json_body::<CancelTaskRequest>(&[0xff, 0xfe]),
+            Err(A2aError::Parse(_))
+        ));
+    }
+}

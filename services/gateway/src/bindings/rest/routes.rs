@@ -1,0 +1,293 @@
+//! Which operation a path under `/a2a/rest` names. Paths are matched by hand rather than by the
+//! axum router so that the optional `/{tenant}` prefix, the custom verbs (`/tasks/{id}:cancel`)
+//! and the 404-versus-405 decision follow the A2A rules:
+//!
+//! - the un-prefixed reading wins (`/tasks/abc` is task `abc`, not tenant `tasks`);
+//! - a custom verb is split off the *raw* last segment at its last `:`, then both halves are
+//!   percent-decoded (so `abc%3Ax:cancel` cancels task `abc:x`, and `abc:subscribe` is never a
+//!   task id);
+//! - a known path with the wrong verb is 405 (with the allowed verbs), anything else 404.
+
+use axum::http::Method;
+
+/// One A2A operation with the identifiers its path carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    SendMessage,
+    SendStreamingMessage,
+    GetTask { id: String },
+    ListTasks,
+    CancelTask { id: String },
+    SubscribeToTask { id: String },
+    CreatePushConfig { task_id: String },
+    GetPushConfig { task_id: String, id: String },
+    ListPushConfigs { task_id: String },
+    DeletePushConfig { task_id: String, id: String },
+    GetExtendedAgentCard,
+}
+
+/// A matched request: the tenant of the `/{tenant}` prefix (empty without one) and the operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub tenant: String,
+    pub op: Op,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoRoute {
+    NotFound,
+    MethodNotAllowed(&'static [Method]),
+}
+
+/// A path (method-independent) and the operation each verb selects on it.
+enum Resource {
+    Send,
+    Stream,
+    Tasks,
+    Task(String),
+    Cancel(String),
+    Subscribe(String),
+    PushConfigs(String),
+    PushConfig(String, String),
+    ExtendedCard,
+}
+
+const GET: &[Method] = &[Method::GET];
+const POST: &[Method] = &[Method::POST];
+const GET_POST: &[Method] = &[Method::GET, Method::POST];
+const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
+
+/// Resolves `path` (the request path, still percent-encoded, starting with `prefix`).
+pub fn resolve(method: &Method, prefix: &str, path: &str) -> Result<Route, NoRoute> {
+    let rest = path.strip_prefix(prefix).ok_or(NoRoute::NotFound)?;
+    let rest = rest.strip_prefix('/').unwrap_or(rest);
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let segs: Vec<&str> = rest.split('/').collect();
+    let (tenant, resource) = match resource(&segs) {
+        Some(r) => (String::new(), r),
+        None => {
+            let (first, tail) = segs.split_first().ok_or(NoRoute::NotFound)?;
+            let tenant = decode(first).filter(|t| !t.is_empty());
+            match (tenant, resource(tail)) {
+                (Some(t), Some(r)) => (t, r),
+                _ => return Err(NoRoute::NotFound),
+            }
+        }
+    };
+    let op = select(method, resource)?;
+    Ok(Route { tenant, op })
+}
+
+fn resource(segs: &[&str]) -> Option<Resource> {
+    Some(match segs {
+        ["message:send"] => Resource::Send,
+        ["message:stream"] => Resource::Stream,
+        ["tasks"] => Resource::Tasks,
+        ["extendedAgentCard"] => Resource::ExtendedCard,
+        ["tasks", last] => match last.rsplit_once(':') {
+            None => Resource::Task(decode(last)?),
+            Some((id, "cancel")) => Resource::Cancel(decode(id)?),
+            Some((id, "subscribe")) => Resource::Subscribe(decode(id)?),
+            Some(_) => return None,
+        },
+        ["tasks", task, "pushNotificationConfigs"] => Resource::PushConfigs(decode(task)?),
+        ["tasks", task, "pushNotificationConfigs", id] => {
+            Resource::PushConfig(decode(task)?, decode(id)?)
+        }
+        _ => return None,
+    })
+}
+
+fn select(method: &Method, resource: Resource) -> Result<Op, NoRoute> {
+    let m = method.clone();
+    let (op, allowed) = match resource {
+        Resource::Send => ((m == Method::POST).then_some(Op::SendMessage), POST),
+        Resource::Stream => (
+            (m == Method::POST).then_some(Op::SendStreamingMessage),
+            POST,
+        ),
+        Resource::Tasks => ((m == Method::GET).then_some(Op::ListTasks), GET),
+        Resource::ExtendedCard => ((m == Method::GET).then_some(Op::GetExtendedAgentCard), GET),
+        Resource::Task(id) => ((m == Method::GET).then_some(Op::GetTask { id }), GET),
+        Resource::Cancel(id) => ((m == Method::POST).then_some(Op::CancelTask { id }), POST),
+        Resource::Subscribe(id) => (
+            (m == Method::GET || m == Method::POST).then_some(Op::SubscribeToTask { id }),
+            GET_POST,
+        ),
+        Resource::PushConfigs(task_id) => (
+            match m {
+                Method::GET => Some(Op::ListPushConfigs { task_id }),
+                Method::POST => Some(Op::CreatePushConfig { task_id }),
+                _ => None,
+            },
+            GET_POST,
+        ),
+        Resource::PushConfig(task_id, id) => (
+            match m {
+                Method::GET => Some(Op::GetPushConfig { task_id, id }),
+                Method::DELETE => Some(Op::DeletePushConfig { task_id, id }),
+                _ => None,
+            },
+            GET_DELETE,
+        ),
+    };
+    op.ok_or(NoRoute::MethodNotAllowed(allowed))
+}
+
+/// Percent-decodes one path segment (`+` stays a plus); `None` if the result is not UTF-8 or an
+/// escape is malformed.
+fn decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: &str = "/a2a/rest";
+
+    fn ok(method: Method, path: &str) -> (String, Op) {
+        let r = resolve(&method, P, path).unwrap_or_else(|e| panic!("{path}: {e:?}"));
+        (r.tenant, r.op)
+    }
+
+    fn id(s: &str) -> String {
+        s.to_owned()
+    }
+
+    #[test]
+    fn every_operation_with_and_without_a_tenant() {
+        let cases = [
+            (Method::POST, "/message:send", Op::SendMessage),
+            (Method::POST, "/message:stream", Op::SendStreamingMessage),
+            (Method::GET, "/tasks", Op::ListTasks),
+            (Method::GET, "/tasks/t1", Op::GetTask { id: id("t1") }),
+            (
+                Method::POST,
+                "/tasks/t1:cancel",
+                Op::CancelTask { id: id("t1") },
+            ),
+            (
+                Method::GET,
+                "/tasks/t1:subscribe",
+                Op::SubscribeToTask { id: id("t1") },
+            ),
+            (
+                Method::POST,
+                "/tasks/t1:subscribe",
+                Op::SubscribeToTask { id: id("t1") },
+            ),
+            (
+                Method::POST,
+                "/tasks/t1/pushNotificationConfigs",
+                Op::CreatePushConfig { task_id: id("t1") },
+            ),
+            (
+                Method::GET,
+                "/tasks/t1/pushNotificationConfigs",
+                Op::ListPushConfigs { task_id: id("t1") },
+            ),
+            (
+                Method::GET,
+                "/tasks/t1/pushNotificationConfigs/c1",
+                Op::GetPushConfig {
+                    task_id: id("t1"),
+                    id: id("c1"),
+                },
+            ),
+            (
+                Method::DELETE,
+                "/tasks/t1/pushNotificationConfigs/c1",
+                Op::DeletePushConfig {
+                    task_id: id("t1"),
+                    id: id("c1"),
+                },
+            ),
+            (Method::GET, "/extendedAgentCard", Op::GetExtendedAgentCard),
+        ];
+        for (method, path, op) in cases {
+            assert_eq!(
+                ok(method.clone(), &format!("{P}{path}")),
+                (String::new(), op.clone())
+            );
+            assert_eq!(
+                ok(method, &format!("{P}/scenario{path}")),
+                (id("scenario"), op)
+            );
+        }
+        assert_eq!(
+            ok(Method::GET, "/a2a/rest/tasks/"),
+            (String::new(), Op::ListTasks)
+        );
+    }
+
+    #[test]
+    fn segments_are_decoded_after_the_verb_is_split() {
+        assert_eq!(
+            ok(Method::POST, "/a2a/rest/tasks/a%3Ab:cancel"),
+            (String::new(), Op::CancelTask { id: id("a:b") })
+        );
+        assert_eq!(
+            ok(Method::GET, "/a2a/rest/my%20tenant/tasks/x%2Fy"),
+            (id("my tenant"), Op::GetTask { id: id("x/y") })
+        );
+        // The un-prefixed reading wins.
+        assert_eq!(
+            ok(Method::GET, "/a2a/rest/tasks/tasks"),
+            (String::new(), Op::GetTask { id: id("tasks") })
+        );
+        assert_eq!(
+            ok(Method::GET, "/a2a/rest/tasks/tasks/t"),
+            (id("tasks"), Op::GetTask { id: id("t") })
+        );
+    }
+
+    #[test]
+    fn unknown_paths_and_wrong_verbs() {
+        for path in [
+            "/a2a/rest",
+            "/a2a/rest/",
+            "/a2a/rest/nope",
+            "/a2a/rest/message:fly",
+            "/a2a/rest/tasks/t:fly",
+            "/a2a/rest/t/u/v/w/x/y",
+            "/a2a/rest//tasks",
+            "/a2a/rest/tasks/%zz",
+        ] {
+            assert_eq!(
+                resolve(&Method::GET, P, path),
+                Err(NoRoute::NotFound),
+                "{path}"
+            );
+        }
+        assert_eq!(
+            resolve(&Method::GET, P, "/a2a/rest/message:send"),
+            Err(NoRoute::MethodNotAllowed(POST))
+        );
+        assert_eq!(
+            resolve(&Method::DELETE, P, "/a2a/rest/ten/tasks/t1"),
+            Err(NoRoute::MethodNotAllowed(GET))
+        );
+        assert_eq!(
+            resolve(
+                &Method::PUT,
+                P,
+                "/a2a/rest/tasks/t/pushNotificationConfigs/c"
+            ),
+            Err(NoRoute::MethodNotAllowed(GET_DELETE))
+        );
+    }
+}
