@@ -8,6 +8,11 @@ use serde::de::DeserializeOwned;
 /// is [`A2aError::InvalidParams`] naming the field by its path (`message.role`), or `root` when
 /// the value as a whole is wrong.
 pub fn json<T: DeserializeOwned>(json: &str, root: &str) -> Result<T, A2aError> {
+    // The fast path: plain serde_json. Path tracking costs on every field, so it only runs
+    // again to explain a failure.
+    if let Ok(value) = serde_json::from_str(json) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_str(json);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

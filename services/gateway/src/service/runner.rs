@@ -4,6 +4,7 @@
 //! it creates the task on the agent's first event, commits every event (store first, then bus)
 //! and stops at the first terminal or interrupted state or when canceled.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,8 @@ use a2a_types::v1::{
     TaskStatusUpdateEvent, send_message_response, stream_response::Payload,
 };
 use a2a_types::wkt::Timestamp;
-use futures::StreamExt;
+
+use futures::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -296,9 +298,13 @@ impl A2aService {
     async fn run_turn(&self, turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
         let (tx, mut rx) = mpsc::channel(AGENT_EVENT_BUFFER);
         let events = AgentEvents::new(tx, turn.cancel.clone());
-        let agent = turn.agent.clone();
-        let request = turn.request.clone();
-        let mut agent_run = tokio::spawn(async move { agent.execute(request, events).await });
+        // The agent runs inside this task (no second spawn per turn); a panic in it fails the
+        // task instead of killing the runner.
+        let agent_run = AssertUnwindSafe(turn.agent.execute(turn.request.clone(), events))
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into()))));
+        tokio::pin!(agent_run);
+        let mut agent_result: Option<Result<(), A2aError>> = None;
         let mut runner = Runner {
             svc: self,
             turn: &turn,
@@ -312,44 +318,39 @@ impl A2aService {
             };
             match runner.commit(seq, change).await {
                 Ok(()) => runner.announce(),
-                Err(e) => {
-                    agent_run.abort();
-                    return runner.fail(e).await;
-                }
+                Err(e) => return runner.fail(e).await,
             }
         }
         loop {
             tokio::select! {
                 biased;
                 _ = turn.cancel.cancelled() => {
-                    agent_run.abort();
                     if let Err(e) = runner.settle(TaskState::Canceled, None).await {
                         tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the cancel");
                     }
                     break;
                 }
-                event = rx.recv() => {
-                    let result = match event {
-                        Some(event) => runner.on_event(event).await,
-                        None => {
-                            let outcome = (&mut agent_run).await;
-                            runner.on_agent_end(outcome).await;
-                            break;
-                        }
-                    };
-                    match result {
+                event = rx.recv() => match event {
+                    Some(event) => match runner.on_event(event).await {
                         Ok(false) => {}
-                        Ok(true) => {
-                            agent_run.abort();
-                            break;
-                        }
+                        Ok(true) => break,
                         Err(e) => {
-                            agent_run.abort();
                             runner.fail(e).await;
                             break;
                         }
+                    },
+                    // Every event handle is gone: the agent has returned.
+                    None => {
+                        let result = match agent_result.take() {
+                            Some(r) => r,
+                            None => (&mut agent_run).await,
+                        };
+                        runner.on_agent_end(result).await;
+                        break;
                     }
-                }
+                },
+                // Keep the result; the loop ends once the events it sent are drained.
+                result = &mut agent_run, if agent_result.is_none() => agent_result = Some(result),
             }
         }
     }
@@ -581,23 +582,17 @@ impl Runner<'_> {
     }
 
     /// The agent returned without settling the task.
-    async fn on_agent_end(
-        &mut self,
-        outcome: Result<Result<(), A2aError>, tokio::task::JoinError>,
-    ) {
+    async fn on_agent_end(&mut self, outcome: Result<(), A2aError>) {
         let error = match outcome {
-            Ok(Ok(())) if self.current.is_none() => A2aError::InvalidAgentResponse(format!(
+            Ok(()) if self.current.is_none() => A2aError::InvalidAgentResponse(format!(
                 "agent {} ended its turn without a reply",
                 self.turn.agent.name()
             )),
-            Ok(Ok(())) => A2aError::InvalidAgentResponse(format!(
+            Ok(()) => A2aError::InvalidAgentResponse(format!(
                 "agent {} ended its turn without a final state",
                 self.turn.agent.name()
             )),
-            Ok(Err(e)) => e,
-            Err(join) => {
-                A2aError::Internal(format!("agent {} crashed: {join}", self.turn.agent.name()))
-            }
+            Err(e) => e,
         };
         self.fail(error).await;
     }
