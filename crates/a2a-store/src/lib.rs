@@ -9,6 +9,8 @@
 
 mod cursor;
 mod memory;
+#[cfg(feature = "postgres")]
+pub mod pg;
 pub mod suite;
 
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
@@ -17,6 +19,8 @@ use async_trait::async_trait;
 
 pub use cursor::Cursor;
 pub use memory::MemoryTaskStore;
+#[cfg(feature = "postgres")]
+pub use pg::{PgOptions, PgTaskStore};
 
 /// A task snapshot and what the gateway keeps beside it.
 #[derive(Debug, Clone, PartialEq)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use a2a_bus::{EventBus, LocalEventBus};
-use a2a_store::{MemoryTaskStore, TaskStore};
+use a2a_store::{MemoryTaskStore, PgOptions, PgTaskStore, TaskStore};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
@@ -19,16 +19,21 @@ use crate::bindings::{card, jsonrpc, rest};
 use crate::config::Config;
 use crate::service::A2aService;
 
-/// Builds the service for `config`. Only the embedded store and bus exist in this build, so a
-/// configured database or Redis is refused rather than silently ignored.
+/// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
+/// connections open on first use, so a database that is down makes the gateway unready, not
+/// dead), else the in-memory one. Must run inside a tokio runtime. A configured Redis is refused
+/// rather than silently ignored until the Redis bus exists.
 pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService, String> {
-    if config.database_url.is_some() {
-        return Err("A2A_DATABASE_URL is set, but this build only has the in-memory store".into());
-    }
     if config.redis_url.is_some() {
         return Err("A2A_REDIS_URL is set, but this build only has the in-process bus".into());
     }
-    let store: Arc<dyn TaskStore> = Arc::new(MemoryTaskStore::new());
+    let store: Arc<dyn TaskStore> = match &config.database_url {
+        Some(url) => Arc::new(
+            PgTaskStore::connect_lazy(url, &pg_options(config))
+                .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?,
+        ),
+        None => Arc::new(MemoryTaskStore::new()),
+    };
     let bus: Arc<dyn EventBus> = Arc::new(LocalEventBus::new());
     let mut agents = AgentRegistry::builtin();
     if let Some(name) = &config.file.default_agent {
@@ -42,6 +47,25 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         &config.public_url,
         shutdown,
     ))
+}
+
+fn pg_options(config: &Config) -> PgOptions {
+    PgOptions {
+        pool_size: config.database.pool_size,
+        acquire_timeout: std::time::Duration::from_millis(config.database.acquire_timeout_ms),
+        ..PgOptions::default()
+    }
+}
+
+/// Applies the database migrations (`a2a-gateway migrate`, or `serve` with `A2A_MIGRATE=1`).
+pub async fn migrate(config: &Config) -> Result<(), String> {
+    let url = config
+        .database_url
+        .as_deref()
+        .ok_or("A2A_DATABASE_URL is not set: there is no database to migrate")?;
+    let store = PgTaskStore::connect_lazy(url, &pg_options(config))
+        .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?;
+    store.migrate().await.map_err(|e| e.to_string())
 }
 
 /// Every route, with the body limit the configuration sets.

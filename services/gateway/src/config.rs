@@ -23,6 +23,19 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "A2A_DATABASE_URL",
         "PostgreSQL URL; unset = in-memory store",
     ),
+    (
+        "A2A_DATABASE_POOL_SIZE",
+        "PostgreSQL connections per process; default 16 ([database] pool_size)",
+    ),
+    (
+        "A2A_DATABASE_ACQUIRE_TIMEOUT_MS",
+        "how long a request waits for a PostgreSQL connection before failing as unavailable; \
+         default 3000 ([database] acquire_timeout_ms)",
+    ),
+    (
+        "A2A_MIGRATE",
+        "1 = `serve` applies database migrations before it starts; default 0 ([database] migrate)",
+    ),
     ("A2A_REDIS_URL", "Redis URL; unset = in-process event bus"),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
@@ -36,6 +49,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub public_url: String,
     pub database_url: Option<String>,
+    /// PostgreSQL pool settings: the file's `[database]` with the environment applied.
+    pub database: DatabaseConfig,
     pub redis_url: Option<String>,
     pub file: FileConfig,
 }
@@ -48,6 +63,7 @@ pub struct FileConfig {
     pub public_url: Option<String>,
     pub card: CardConfig,
     pub limits: Limits,
+    pub database: DatabaseConfig,
     /// Agent for messages without a tenant; default `echo`.
     pub default_agent: Option<String>,
     /// Extensions declared in the card's capabilities.
@@ -116,6 +132,29 @@ impl Default for Limits {
             blocking_timeout_secs: 300,
             max_parts: 256,
             keep_alive_secs: 15,
+        }
+    }
+}
+
+/// PostgreSQL settings (used when `A2A_DATABASE_URL` is set).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseConfig {
+    /// Connections in all (reads, and one held by each batch writer).
+    pub pool_size: u32,
+    /// How long an operation waits for a connection (connecting included) before it fails as
+    /// unavailable: the fail-fast bound while PostgreSQL is down.
+    pub acquire_timeout_ms: u64,
+    /// Apply migrations when `serve` starts (otherwise run `a2a-gateway migrate` first).
+    pub migrate: bool,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            acquire_timeout_ms: 3000,
+            migrate: false,
         }
     }
 }
@@ -198,10 +237,12 @@ impl Config {
         if file.limits.max_parts == 0 {
             return Err("limits.max_parts must be at least 1".into());
         }
+        let database = database_config(&file.database, &nonempty)?;
         Ok(Self {
             listen,
             public_url,
             database_url: nonempty("A2A_DATABASE_URL"),
+            database,
             redis_url: nonempty("A2A_REDIS_URL"),
             file,
         })
@@ -211,9 +252,43 @@ impl Config {
     pub fn mode(&self) -> &'static str {
         match (&self.database_url, &self.redis_url) {
             (None, None) => "embedded (in-memory store, in-process bus)",
+            (Some(_), None) => "PostgreSQL store, in-process bus",
             _ => "distributed",
         }
     }
+}
+
+/// `[database]` with the `A2A_DATABASE_*` / `A2A_MIGRATE` variables applied (env wins).
+fn database_config(
+    file: &DatabaseConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<DatabaseConfig, String> {
+    fn number<T: std::str::FromStr>(k: &str, v: String) -> Result<T, String> {
+        v.trim()
+            .parse()
+            .map_err(|_| format!("{k}={v:?} is not a whole number"))
+    }
+    let mut db = file.clone();
+    if let Some(v) = env("A2A_DATABASE_POOL_SIZE") {
+        db.pool_size = number("A2A_DATABASE_POOL_SIZE", v)?;
+    }
+    if let Some(v) = env("A2A_DATABASE_ACQUIRE_TIMEOUT_MS") {
+        db.acquire_timeout_ms = number("A2A_DATABASE_ACQUIRE_TIMEOUT_MS", v)?;
+    }
+    if let Some(v) = env("A2A_MIGRATE") {
+        db.migrate = match v.trim() {
+            "1" | "true" | "yes" => true,
+            "0" | "false" | "no" => false,
+            _ => return Err(format!("A2A_MIGRATE={v:?} must be 1 or 0")),
+        };
+    }
+    if db.pool_size < 2 {
+        return Err("database.pool_size (A2A_DATABASE_POOL_SIZE) must be at least 2".into());
+    }
+    if db.acquire_timeout_ms == 0 {
+        return Err("database.acquire_timeout_ms must be at least 1".into());
+    }
+    Ok(db)
 }
 
 impl FileConfig {
@@ -271,6 +346,29 @@ mod tests {
             Config::from_parts(FileConfig::default(), env(&[("A2A_LISTEN", "nope")])).unwrap_err();
         assert!(err.contains("A2A_LISTEN"), "{err}");
         assert!(FileConfig::parse("[card]\nnmae = \"typo\"").is_err());
+    }
+
+    #[test]
+    fn database_settings_come_from_file_and_env() {
+        let file = FileConfig::parse("[database]\npool_size = 8\nmigrate = true").unwrap();
+        let c = Config::from_parts(file.clone(), env(&[])).unwrap();
+        assert_eq!((c.database.pool_size, c.database.migrate), (8, true));
+        assert_eq!(c.database.acquire_timeout_ms, 3000);
+        let c = Config::from_parts(
+            file,
+            env(&[
+                ("A2A_DATABASE_POOL_SIZE", "32"),
+                ("A2A_DATABASE_ACQUIRE_TIMEOUT_MS", "500"),
+                ("A2A_MIGRATE", "0"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(c.database.pool_size, 32);
+        assert_eq!(c.database.acquire_timeout_ms, 500);
+        assert!(!c.database.migrate);
+        let err = Config::from_parts(FileConfig::default(), env(&[("A2A_MIGRATE", "maybe")]))
+            .unwrap_err();
+        assert!(err.contains("A2A_MIGRATE"), "{err}");
     }
 
     #[test]

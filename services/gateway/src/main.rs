@@ -12,11 +12,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: a2a-gateway [serve|migrate]
 
-  serve     serve A2A over HTTP (default)
-  migrate   apply database migrations and exit
+  serve     serve A2A over HTTP (default); with A2A_MIGRATE=1 it migrates the database first
+  migrate   apply database migrations (A2A_DATABASE_URL) and exit
 
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
-A2A_REDIS_URL, A2A_CONFIG, RUST_LOG); see the README.";
+A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
+A2A_CONFIG, RUST_LOG); see the README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).
 const EX_CONFIG: u8 = 78;
@@ -25,16 +26,10 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = args.first().map(String::as_str).unwrap_or("serve");
     match command {
-        "serve" => {}
+        "serve" | "migrate" => {}
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
-        }
-        "migrate" => {
-            eprintln!(
-                "a2a-gateway: migrate needs A2A_DATABASE_URL and a build with the PostgreSQL store; this build is in-memory only"
-            );
-            return ExitCode::from(EX_CONFIG);
         }
         other => {
             eprintln!("a2a-gateway: unknown command {other:?}\n\n{USAGE}");
@@ -50,10 +45,37 @@ fn main() -> ExitCode {
         }
     };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    if command == "migrate" {
+        return runtime.block_on(migrate(&config));
+    }
     runtime.block_on(run(config))
 }
 
+async fn migrate(config: &Config) -> ExitCode {
+    if config.database_url.is_none() {
+        eprintln!("a2a-gateway: migrate needs A2A_DATABASE_URL");
+        return ExitCode::from(EX_CONFIG);
+    }
+    match app::migrate(config).await {
+        Ok(()) => {
+            tracing::info!("database migrations applied");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 async fn run(config: Config) -> ExitCode {
+    if config.database_url.is_some() && config.database.migrate {
+        if let Err(e) = app::migrate(&config).await {
+            eprintln!("a2a-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+        tracing::info!("database migrations applied");
+    }
     let shutdown = CancellationToken::new();
     let svc = match app::build(&config, shutdown.clone()) {
         Ok(svc) => svc,

@@ -15,21 +15,56 @@ pub struct TestGateway {
     pub client: reqwest::Client,
     shutdown: CancellationToken,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    /// The database this gateway owns (dropped with it), when the suite runs on PostgreSQL.
+    _database: Option<a2a_testing::TestDatabase>,
 }
+
+/// `A2A_E2E_STORE=postgres` runs every end-to-end test against a fresh PostgreSQL database
+/// instead of the in-memory store (`scripts/test` runs the suite both ways).
+const STORE_ENV: &str = "A2A_E2E_STORE";
 
 impl TestGateway {
     pub async fn start() -> Self {
         Self::with_config("").await
     }
 
-    /// Starts a gateway with `toml` as its configuration file.
+    /// Starts a gateway with `toml` as its configuration file, on the store `A2A_E2E_STORE` names.
     pub async fn with_config(toml: &str) -> Self {
+        match std::env::var(STORE_ENV).as_deref() {
+            Ok("postgres") => {
+                let db = a2a_testing::TestDatabase::create().await;
+                let url = db.url().to_owned();
+                Self::launch(toml, Some(&url), Some(db)).await
+            }
+            Ok("memory") | Ok("") | Err(_) => Self::launch(toml, None, None).await,
+            Ok(other) => panic!("{STORE_ENV}={other:?}: use memory or postgres"),
+        }
+    }
+
+    /// Starts a gateway with `toml` as its configuration file on the PostgreSQL database at
+    /// `database_url` (migrated first), as `A2A_DATABASE_URL` would.
+    pub async fn with_database(toml: &str, database_url: &str) -> Self {
+        Self::launch(toml, Some(database_url), None).await
+    }
+
+    async fn launch(
+        toml: &str,
+        database_url: Option<&str>,
+        database: Option<a2a_testing::TestDatabase>,
+    ) -> Self {
         let file = FileConfig::parse(toml).expect("test config parses");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let listen = addr.to_string();
-        let config =
-            Config::from_parts(file, |k| (k == "A2A_LISTEN").then(|| listen.clone())).unwrap();
+        let config = Config::from_parts(file, |k| match k {
+            "A2A_LISTEN" => Some(listen.clone()),
+            "A2A_DATABASE_URL" => database_url.map(str::to_owned),
+            _ => None,
+        })
+        .unwrap();
+        if database_url.is_some() {
+            app::migrate(&config).await.expect("migrations apply");
+        }
         let shutdown = CancellationToken::new();
         let svc = app::build(&config, shutdown.clone()).unwrap();
         let server = tokio::spawn(app::serve(listener, svc, shutdown.clone()));
@@ -38,6 +73,7 @@ impl TestGateway {
             client: reqwest::Client::new(),
             shutdown,
             server: Some(server),
+            _database: database,
         }
     }
 

@@ -10,6 +10,7 @@ mod errors;
 mod grpc;
 mod lifecycle;
 mod listing;
+mod postgres;
 mod push_configs;
 mod rest;
 mod streams;

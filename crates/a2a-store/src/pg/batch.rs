@@ -1,0 +1,312 @@
+//! The one statement that commits a batch of new tasks and appended events.
+//!
+//! Per part, a CTE turns the batch's arrays into rows (`unnest`); the task rows are inserted
+//! (`ON CONFLICT DO NOTHING`: a duplicate id changes nothing) or updated under the sequence guard,
+//! and every other row (event, history, artifacts) is written by joining on what that insert or
+//! update `RETURNING`ed, so a refused job writes nothing. The statement is its own transaction.
+//! Only the parts a batch needs are included, so the common shapes are short; each shape is
+//! prepared once per connection.
+
+use std::collections::HashMap;
+
+use sqlx::postgres::{PgArguments, PgConnection, Postgres};
+use sqlx::query::Query;
+use sqlx::{AssertSqlSafe, Row};
+
+use super::codec::{Plan, TaskRow};
+
+pub(super) struct CreateJob {
+    pub id: String,
+    pub owner: String,
+    pub agent: String,
+    pub context_id: String,
+    pub row: TaskRow,
+    pub event: Vec<u8>,
+    pub plan: Plan,
+}
+
+pub(super) struct AppendJob {
+    pub task_id: String,
+    pub expected: i64,
+    pub row: TaskRow,
+    pub event: Vec<u8>,
+    pub plan: Plan,
+}
+
+/// Task id → 0 for a task created, or the new sequence number of an applied append. Jobs that
+/// are missing were refused (duplicate id, or the sequence guard).
+pub(super) type Outcome = HashMap<String, i64>;
+
+/// Commits `creates` and `appends` (all for distinct tasks) in one statement.
+pub(super) async fn execute(
+    conn: &mut PgConnection,
+    creates: &[&CreateJob],
+    appends: &[&AppendJob],
+) -> Result<Outcome, sqlx::Error> {
+    let c = CreateParts::of(creates);
+    let a = AppendParts::of(appends);
+    let mut n = 0;
+    let mut ctes = Vec::new();
+    let mut results = Vec::new();
+    if !creates.is_empty() {
+        c.sql(&mut n, &mut ctes);
+        results.push("SELECT id, 0::int8 AS seq FROM c_created");
+    }
+    if !appends.is_empty() {
+        a.sql(&mut n, &mut ctes);
+        results.push("SELECT id, seq FROM a_updated");
+    }
+    let sql = format!("WITH {} {}", ctes.join(", "), results.join(" UNION ALL "));
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    if !creates.is_empty() {
+        query = c.bind(query, creates);
+    }
+    if !appends.is_empty() {
+        query = a.bind(query, appends);
+    }
+    let rows = query.fetch_all(conn).await?;
+    rows.iter()
+        .map(|r| Ok((r.try_get("id")?, r.try_get("seq")?)))
+        .collect()
+}
+
+/// `$n` placeholders in order.
+fn params<const K: usize>(n: &mut usize) -> [usize; K] {
+    std::array::from_fn(|_| {
+        *n += 1;
+        *n
+    })
+}
+
+type Q<'a> = Query<'a, Postgres, PgArguments>;
+
+/// Which optional row kinds a batch of creates writes.
+struct CreateParts {
+    history: bool,
+    artifacts: bool,
+}
+
+impl CreateParts {
+    fn of(jobs: &[&CreateJob]) -> Self {
+        Self {
+            history: jobs.iter().any(|j| !j.plan.history.is_empty()),
+            artifacts: jobs.iter().any(|j| !j.plan.artifacts.is_empty()),
+        }
+    }
+
+    fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
+        let [id, owner, agent, ctx, state, ms, snap, hlen, alen, event] = params(n);
+        ctes.push(format!(
+            "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
+               ${ctx}::text[], ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], \
+               ${hlen}::int4[], ${alen}::int4[], ${event}::bytea[]) \
+             AS i(id, owner, agent, context_id, state, status_ms, snapshot, history_len, \
+                  artifacts_len, event)), \
+             c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
+               seq, history_len, artifacts_len, snapshot) \
+             SELECT id, owner, agent, context_id, state, status_ms, 1, history_len, \
+               artifacts_len, snapshot FROM c_input \
+             ON CONFLICT (id) DO NOTHING RETURNING id), \
+             c_events AS (INSERT INTO task_events (task_id, seq, payload) \
+             SELECT i.id, 1, i.event FROM c_input i JOIN c_created c ON c.id = i.id)"
+        ));
+        if self.history {
+            let [ids, pos, msg] = params(n);
+            ctes.push(format!(
+                "c_history AS (INSERT INTO task_history (task_id, position, message) \
+                 SELECT h.task_id, h.position, h.message \
+                   FROM unnest(${ids}::text[], ${pos}::int4[], ${msg}::bytea[]) \
+                        AS h(task_id, position, message) \
+                   JOIN c_created c ON c.id = h.task_id)"
+            ));
+        }
+        if self.artifacts {
+            let [ids, pos, aid, bytes] = params(n);
+            ctes.push(format!(
+                "c_artifacts AS (INSERT INTO task_artifacts (task_id, position, artifact_id, \
+                   artifact) \
+                 SELECT a.task_id, a.position, a.artifact_id, a.artifact \
+                   FROM unnest(${ids}::text[], ${pos}::int4[], ${aid}::text[], ${bytes}::bytea[]) \
+                        AS a(task_id, position, artifact_id, artifact) \
+                   JOIN c_created c ON c.id = a.task_id)"
+            ));
+        }
+    }
+
+    fn bind<'a>(&self, q: Q<'a>, jobs: &[&'a CreateJob]) -> Q<'a> {
+        let mut q = q
+            .bind(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.owner.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.agent.as_str()).collect::<Vec<_>>())
+            .bind(
+                jobs.iter()
+                    .map(|j| j.context_id.as_str())
+                    .collect::<Vec<_>>(),
+            );
+        q = bind_rows(q, jobs.iter().map(|j| &j.row));
+        q = q.bind(jobs.iter().map(|j| j.event.as_slice()).collect::<Vec<_>>());
+        if self.history {
+            q = bind3(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.history)));
+        }
+        if self.artifacts {
+            q = bind_artifacts(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.artifacts)));
+        }
+        q
+    }
+}
+
+/// Which optional row changes a batch of appends makes.
+struct AppendParts {
+    history: bool,
+    history_cut: bool,
+    artifacts: bool,
+    chunks: bool,
+    artifacts_cut: bool,
+}
+
+impl AppendParts {
+    fn of(jobs: &[&AppendJob]) -> Self {
+        let any = |f: fn(&Plan) -> bool| jobs.iter().any(|j| f(&j.plan));
+        Self {
+            history: any(|p| !p.history.is_empty()),
+            history_cut: any(|p| p.history_cut),
+            artifacts: any(|p| !p.artifacts.is_empty()),
+            chunks: any(|p| !p.chunks.is_empty()),
+            artifacts_cut: any(|p| p.artifacts_cut),
+        }
+    }
+
+    fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
+        let [id, expected, state, ms, snap, hlen, alen, event] = params(n);
+        // Terminal states (COMPLETED 3, FAILED 4, CANCELED 5, REJECTED 7) are refused here
+        // too, so immutability does not rest on the caller's snapshot alone.
+        ctes.push(format!(
+            "a_input AS (SELECT * FROM unnest(${id}::text[], ${expected}::int8[], \
+               ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], ${hlen}::int4[], \
+               ${alen}::int4[], ${event}::bytea[]) \
+             AS i(task_id, expected, state, status_ms, snapshot, history_len, artifacts_len, \
+                  event)), \
+             a_updated AS (UPDATE tasks t SET seq = t.seq + 1, state = i.state, \
+               status_ms = i.status_ms, snapshot = i.snapshot, history_len = i.history_len, \
+               artifacts_len = i.artifacts_len, updated_at = now() \
+             FROM a_input i \
+             WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
+             RETURNING t.id, t.seq, t.history_len, t.artifacts_len), \
+             a_events AS (INSERT INTO task_events (task_id, seq, payload) \
+             SELECT u.id, u.seq, i.event FROM a_updated u JOIN a_input i ON i.task_id = u.id)"
+        ));
+        if self.history {
+            let [ids, pos, msg] = params(n);
+            ctes.push(format!(
+                "a_history AS (INSERT INTO task_history (task_id, position, message) \
+                 SELECT h.task_id, h.position, h.message \
+                   FROM unnest(${ids}::text[], ${pos}::int4[], ${msg}::bytea[]) \
+                        AS h(task_id, position, message) \
+                   JOIN a_updated u ON u.id = h.task_id \
+                 ON CONFLICT (task_id, position) DO UPDATE SET message = excluded.message)"
+            ));
+        }
+        // Rows past the new lengths exist only for a task that shrank (a Task event replacing
+        // the snapshot); rows inserted by this statement are not visible to these deletes.
+        if self.history_cut {
+            ctes.push(
+                "a_history_cut AS (DELETE FROM task_history h USING a_updated u \
+                 WHERE h.task_id = u.id AND h.position >= u.history_len)"
+                    .into(),
+            );
+        }
+        if self.artifacts {
+            let [ids, pos, aid, bytes] = params(n);
+            ctes.push(format!(
+                "a_artifacts AS (INSERT INTO task_artifacts (task_id, position, artifact_id, \
+                   artifact) \
+                 SELECT a.task_id, a.position, a.artifact_id, a.artifact \
+                   FROM unnest(${ids}::text[], ${pos}::int4[], ${aid}::text[], ${bytes}::bytea[]) \
+                        AS a(task_id, position, artifact_id, artifact) \
+                   JOIN a_updated u ON u.id = a.task_id \
+                 ON CONFLICT (task_id, position) \
+                 DO UPDATE SET artifact_id = excluded.artifact_id, artifact = excluded.artifact)"
+            ));
+        }
+        if self.chunks {
+            let [ids, pos, delta] = params(n);
+            ctes.push(format!(
+                "a_chunks AS (UPDATE task_artifacts ta SET artifact = ta.artifact || c.delta \
+                 FROM unnest(${ids}::text[], ${pos}::int4[], ${delta}::bytea[]) \
+                      AS c(task_id, position, delta) \
+                 JOIN a_updated u ON u.id = c.task_id \
+                 WHERE ta.task_id = c.task_id AND ta.position = c.position)"
+            ));
+        }
+        if self.artifacts_cut {
+            ctes.push(
+                "a_artifacts_cut AS (DELETE FROM task_artifacts a USING a_updated u \
+                 WHERE a.task_id = u.id AND a.position >= u.artifacts_len)"
+                    .into(),
+            );
+        }
+    }
+
+    fn bind<'a>(&self, q: Q<'a>, jobs: &[&'a AppendJob]) -> Q<'a> {
+        let mut q = q
+            .bind(jobs.iter().map(|j| j.task_id.as_str()).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.expected).collect::<Vec<_>>());
+        q = bind_rows(q, jobs.iter().map(|j| &j.row));
+        q = q.bind(jobs.iter().map(|j| j.event.as_slice()).collect::<Vec<_>>());
+        let id = |j: &&'a AppendJob| j.task_id.as_str();
+        if self.history {
+            q = bind3(q, jobs.iter().map(|j| (id(j), &j.plan.history)));
+        }
+        if self.artifacts {
+            q = bind_artifacts(q, jobs.iter().map(|j| (id(j), &j.plan.artifacts)));
+        }
+        if self.chunks {
+            q = bind3(q, jobs.iter().map(|j| (id(j), &j.plan.chunks)));
+        }
+        q
+    }
+}
+
+/// state, status_ms, snapshot, history_len, artifacts_len.
+fn bind_rows<'a>(q: Q<'a>, rows: impl Iterator<Item = &'a TaskRow> + Clone) -> Q<'a> {
+    q.bind(rows.clone().map(|r| r.state).collect::<Vec<_>>())
+        .bind(rows.clone().map(|r| r.status_ms).collect::<Vec<_>>())
+        .bind(
+            rows.clone()
+                .map(|r| r.snapshot.as_slice())
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows.clone().map(|r| r.history_len).collect::<Vec<_>>())
+        .bind(rows.map(|r| r.artifacts_len).collect::<Vec<_>>())
+}
+
+/// Per-task (position, bytes) rows as the three arrays `unnest` takes.
+fn bind3<'a>(q: Q<'a>, tasks: impl Iterator<Item = (&'a str, &'a Vec<(i32, Vec<u8>)>)>) -> Q<'a> {
+    let (mut ids, mut positions, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, rows) in tasks {
+        for (position, b) in rows {
+            ids.push(id);
+            positions.push(*position);
+            bytes.push(b.as_slice());
+        }
+    }
+    q.bind(ids).bind(positions).bind(bytes)
+}
+
+/// Per-task (position, artifact id, bytes) rows as four arrays.
+fn bind_artifacts<'a>(
+    q: Q<'a>,
+    tasks: impl Iterator<Item = (&'a str, &'a Vec<(i32, String, Vec<u8>)>)>,
+) -> Q<'a> {
+    let (mut ids, mut positions, mut artifact_ids, mut bytes) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (id, rows) in tasks {
+        for (position, artifact_id, b) in rows {
+            ids.push(id);
+            positions.push(*position);
+            artifact_ids.push(artifact_id.as_str());
+            bytes.push(b.as_slice());
+        }
+    }
+    q.bind(ids).bind(positions).bind(artifact_ids).bind(bytes)
+}

@@ -1,0 +1,331 @@
+//! The PostgreSQL task ledger (schema in `migrations/`, embedded here).
+//!
+//! *Invariant*: a task's snapshot, history, artifacts and event log change together, in one
+//! statement (one implicit transaction) guarded by the sequence number: `UPDATE tasks ... WHERE
+//! seq = expected` plus the inserts that join on its `RETURNING` rows, so a stale writer changes
+//! nothing, and a crash leaves either all or none of an event.
+//!
+//! What an event does to a snapshot is decided in Rust by `a2a_types::state` (as in the in-memory
+//! store); SQL only stores the difference (`codec::Plan`).
+//!
+//! Round trips, per operation (statements; sqlx adds a `Sync` health check when a read takes a
+//! pooled connection and when it gives it back, writes use held connections and skip them):
+//! - `create`, `append`: 1 statement, shared with every other create and append queued at that
+//!   moment (`write`: group commit); `append` adds 1 read when this process has not got the
+//!   snapshot at `expected_seq` in its cache (another process wrote last, or after a restart),
+//!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
+//! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
+//!   1 statement.
+//! - `ping`: 1 statement.
+
+mod batch;
+mod codec;
+mod push;
+mod read;
+mod write;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use a2a_types::state::{add_user_message, apply_event, is_terminal, state_of};
+use a2a_types::v1::stream_response::Payload;
+use a2a_types::v1::{StreamResponse, Task, TaskPushNotificationConfig};
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use crate::{
+    ListQuery, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
+    TaskRecord, TaskStore,
+};
+use batch::{AppendJob, CreateJob};
+use codec::{Plan, TaskRow};
+use write::Writer;
+
+/// The schema, embedded from `migrations/`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
+
+/// Snapshots kept in memory so that an append by the task's runner needs no read first.
+const CACHE_CAPACITY: usize = 16_384;
+
+/// Connection settings of [`PgTaskStore`].
+#[derive(Debug, Clone)]
+pub struct PgOptions {
+    /// Connections in all (reads, and one held by each writer).
+    pub pool_size: u32,
+    /// How long an operation waits for a connection (including connecting) before it fails
+    /// with [`StoreError::Unavailable`]: the fail-fast bound while PostgreSQL is down.
+    pub acquire_timeout: Duration,
+    /// Writer tasks, each committing batches of creates and appends on its own connection;
+    /// 0 = 2 (at most half the pool). Two overlap one batch's commit with the next batch's
+    /// execution; more only split the queue into smaller batches (measured: no gain on 2 cores).
+    pub writers: usize,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 16,
+            acquire_timeout: Duration::from_secs(3),
+            writers: 0,
+        }
+    }
+}
+
+/// The [`TaskStore`] over PostgreSQL.
+pub struct PgTaskStore {
+    pool: PgPool,
+    writer: Writer,
+    /// Task id → (sequence number, snapshot) as this process last wrote or read it. A hit is
+    /// only used when its sequence number is the one the caller expects, and the write is
+    /// guarded by that number, so a stale entry can cause a conflict but never a wrong snapshot.
+    cache: Mutex<HashMap<String, (u64, Task)>>,
+}
+
+/// Maps driver errors: a lost or unobtainable connection is `Unavailable` (the caller may retry
+/// later), anything else `Internal`.
+pub(crate) fn db_error(e: sqlx::Error) -> StoreError {
+    use sqlx::Error as E;
+    let unavailable = match &e {
+        E::PoolTimedOut | E::PoolClosed | E::Io(_) | E::Tls(_) | E::WorkerCrashed => true,
+        E::Protocol(_) => true,
+        // 08: connection exception; 53: insufficient resources (too many connections);
+        // 57: operator intervention (shutdown, cannot connect now, statement canceled).
+        E::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("53") || c.starts_with("57")),
+        _ => false,
+    };
+    if unavailable {
+        StoreError::Unavailable(e.to_string())
+    } else {
+        StoreError::Internal(e.to_string())
+    }
+}
+
+impl PgTaskStore {
+    /// A store whose connections open on first use (no I/O here), so the gateway starts and
+    /// reports not-ready while PostgreSQL is down. Must be called inside a tokio runtime: the
+    /// writer tasks start here. An unparsable URL is an error.
+    pub fn connect_lazy(url: &str, options: &PgOptions) -> StoreResult<Self> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Internal(format!("invalid PostgreSQL URL: {e}")))?
+            .application_name("a2a-gateway")
+            // Every statement here is prepared once per connection and is a primary-key, keyset
+            // or `unnest`-of-a-batch plan whatever the values, so: plan once (re-planning the
+            // write statements cost as much as executing them), and never a sequential scan. A
+            // plan made while a table was small (fresh database, no ANALYZE yet: some servers
+            // run without autovacuum) would otherwise keep scanning it whole as it grows.
+            .options([
+                ("plan_cache_mode", "force_generic_plan"),
+                ("enable_seqscan", "off"),
+            ]);
+        let pool = PgPoolOptions::new()
+            .max_connections(options.pool_size.max(2))
+            .acquire_timeout(options.acquire_timeout)
+            // A pooled connection that died while idle (PostgreSQL restarted) is discarded at
+            // acquire instead of failing the request that drew it.
+            .test_before_acquire(true)
+            .connect_lazy_with(connect);
+        let writers = match options.writers {
+            0 => 2.min(options.pool_size as usize / 2).max(1),
+            n => n,
+        };
+        Ok(Self {
+            writer: Writer::spawn(pool.clone(), writers),
+            pool,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Applies the embedded migrations (idempotent; concurrent callers serialise on an
+    /// advisory lock).
+    pub async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    fn cache_take(&self, task_id: &str, seq: u64) -> Option<Task> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        match cache.remove(task_id) {
+            Some((s, task)) if s == seq => Some(task),
+            _ => None,
+        }
+    }
+
+    fn cache_put(&self, task_id: &str, seq: u64, task: &Task) {
+        if is_terminal(state_of(task)) {
+            return; // terminal tasks take no more appends
+        }
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= CACHE_CAPACITY
+            && let Some(victim) = cache.keys().next().cloned()
+        {
+            cache.remove(&victim);
+        }
+        cache.insert(task_id.to_owned(), (seq, task.clone()));
+    }
+
+    /// Why the guarded update changed nothing.
+    async fn refused(&self, task_id: &str, expected: u64) -> StoreError {
+        match read::seq_and_state(&self.pool, task_id).await {
+            Err(e) => e,
+            Ok(None) => StoreError::NotFound(task_id.to_owned()),
+            Ok(Some((actual, _))) if actual != expected => StoreError::Conflict {
+                task_id: task_id.to_owned(),
+                expected,
+                actual,
+            },
+            Ok(Some((_, state))) if is_terminal(state) => StoreError::Terminal(task_id.to_owned()),
+            Ok(Some(_)) => StoreError::Internal(format!(
+                "the guarded update of task {task_id} at sequence {expected} changed nothing"
+            )),
+        }
+    }
+}
+
+fn to_i64(seq: u64) -> i64 {
+    i64::try_from(seq).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl TaskStore for PgTaskStore {
+    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
+        let event = StreamResponse {
+            payload: Some(Payload::Task(new.task.clone())),
+        };
+        let job = CreateJob {
+            id: new.task.id.clone(),
+            owner: new.owner,
+            agent: new.agent,
+            context_id: new.task.context_id.clone(),
+            row: TaskRow::of(&new.task),
+            event: codec::encode(&event),
+            plan: Plan::diff(&Task::default(), &new.task),
+        };
+        if !self.writer.create(job).await? {
+            return Err(StoreError::Duplicate(new.task.id));
+        }
+        self.cache_put(&new.task.id, 1, &new.task);
+        Ok(StoredEvent {
+            task_id: new.task.id,
+            seq: 1,
+            event,
+        })
+    }
+
+    async fn append(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        change: TaskChange,
+    ) -> StoreResult<(StoredEvent, Task)> {
+        let old = match self.cache_take(task_id, expected_seq) {
+            Some(task) => task,
+            None => match read::load(&self.pool, task_id, None, None).await? {
+                None => return Err(StoreError::NotFound(task_id.to_owned())),
+                Some(rec) if rec.seq != expected_seq => {
+                    return Err(StoreError::Conflict {
+                        task_id: task_id.to_owned(),
+                        expected: expected_seq,
+                        actual: rec.seq,
+                    });
+                }
+                Some(rec) => rec.task,
+            },
+        };
+        if is_terminal(state_of(&old)) {
+            return Err(StoreError::Terminal(task_id.to_owned()));
+        }
+        let mut new = old.clone();
+        if let Some(message) = change.user_message {
+            add_user_message(&mut new, message);
+        }
+        apply_event(&mut new, &change.event);
+        let job = AppendJob {
+            task_id: task_id.to_owned(),
+            expected: to_i64(expected_seq),
+            row: TaskRow::of(&new),
+            event: codec::encode(&change.event),
+            plan: Plan::diff(&old, &new),
+        };
+        let Some(seq) = self.writer.append(job).await? else {
+            return Err(self.refused(task_id, expected_seq).await);
+        };
+        self.cache_put(task_id, seq, &new);
+        let event = StoredEvent {
+            task_id: task_id.to_owned(),
+            seq,
+            event: change.event,
+        };
+        Ok((event, new))
+    }
+
+    async fn get(
+        &self,
+        owner: &str,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> StoreResult<Option<TaskRecord>> {
+        read::load(&self.pool, task_id, Some(owner), history_length).await
+    }
+
+    async fn list(&self, owner: &str, query: &ListQuery) -> StoreResult<TaskPage> {
+        read::list(&self.pool, owner, query).await
+    }
+
+    async fn events_after(
+        &self,
+        owner: &str,
+        task_id: &str,
+        after_seq: u64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        read::events_after(&self.pool, owner, task_id, to_i64(after_seq)).await
+    }
+
+    async fn put_push_config(
+        &self,
+        owner: &str,
+        config: TaskPushNotificationConfig,
+    ) -> StoreResult<TaskPushNotificationConfig> {
+        push::put(&self.pool, owner, config).await
+    }
+
+    async fn get_push_config(
+        &self,
+        owner: &str,
+        task_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskPushNotificationConfig>> {
+        push::get(&self.pool, owner, task_id, id).await
+    }
+
+    async fn list_push_configs(
+        &self,
+        owner: &str,
+        task_id: &str,
+        page_size: usize,
+        page_token: &str,
+    ) -> StoreResult<PushConfigPage> {
+        push::list(&self.pool, owner, task_id, page_size, page_token).await
+    }
+
+    async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()> {
+        push::delete(&self.pool, owner, task_id, id).await
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(db_error)
+    }
+}

@@ -1,0 +1,158 @@
+//! Push-notification configs. Every statement joins `tasks` on (id, owner), so a config (and its
+//! credentials) is only ever read or changed through its own owner's task; one statement each.
+
+use a2a_types::v1::TaskPushNotificationConfig;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+
+use super::codec::{decode, encode};
+use super::db_error;
+use crate::{PushConfigPage, StoreError, StoreResult};
+
+fn internal(e: sqlx::Error) -> StoreError {
+    StoreError::Internal(format!("unexpected row shape: {e}"))
+}
+
+fn not_found(task_id: &str) -> StoreError {
+    StoreError::NotFound(task_id.to_owned())
+}
+
+/// Creates or replaces (keeping its place in the creation order) a config of `owner`'s task.
+pub(super) async fn put(
+    pool: &PgPool,
+    owner: &str,
+    config: TaskPushNotificationConfig,
+) -> StoreResult<TaskPushNotificationConfig> {
+    const SQL: &str = "\
+        INSERT INTO push_configs (task_id, id, config) \
+        SELECT t.id, $3, $4 FROM tasks t WHERE t.id = $1 AND t.owner = $2 \
+        ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config, updated_at = now() \
+        RETURNING position";
+    let stored = sqlx::query(SQL)
+        .bind(&config.task_id)
+        .bind(owner)
+        .bind(&config.id)
+        .bind(encode(&config))
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?;
+    match stored {
+        Some(_) => Ok(config),
+        None => Err(not_found(&config.task_id)),
+    }
+}
+
+pub(super) async fn get(
+    pool: &PgPool,
+    owner: &str,
+    task_id: &str,
+    id: &str,
+) -> StoreResult<Option<TaskPushNotificationConfig>> {
+    const SQL: &str = "\
+        SELECT p.config FROM tasks t \
+          LEFT JOIN push_configs p ON p.task_id = t.id AND p.id = $3 \
+         WHERE t.id = $1 AND t.owner = $2";
+    let row = sqlx::query(SQL)
+        .bind(task_id)
+        .bind(owner)
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found(task_id))?;
+    let config: Option<Vec<u8>> = row.try_get("config").map_err(internal)?;
+    config.map(|c| decode(&c, "push config")).transpose()
+}
+
+/// A page in creation order; the token is the position of the last config returned.
+pub(super) async fn list(
+    pool: &PgPool,
+    owner: &str,
+    task_id: &str,
+    page_size: usize,
+    page_token: &str,
+) -> StoreResult<PushConfigPage> {
+    const SQL: &str = "\
+        SELECT p.position, p.config FROM tasks t \
+          LEFT JOIN LATERAL ( \
+              SELECT position, config FROM push_configs \
+               WHERE task_id = t.id AND position > $3 \
+               ORDER BY position LIMIT $4) p ON true \
+         WHERE t.id = $1 AND t.owner = $2 \
+         ORDER BY p.position";
+    let after = decode_token(page_token)?;
+    let limit = i64::try_from(page_size).unwrap_or(i64::MAX - 1) + 1;
+    let rows = sqlx::query(SQL)
+        .bind(task_id)
+        .bind(owner)
+        .bind(after)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?;
+    if rows.is_empty() {
+        return Err(not_found(task_id));
+    }
+    let mut configs = Vec::with_capacity(rows.len());
+    let mut positions = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let position: Option<i64> = row.try_get("position").map_err(internal)?;
+        let Some(position) = position else {
+            continue; // the task exists but has no (more) configs
+        };
+        let config: Vec<u8> = row.try_get("config").map_err(internal)?;
+        configs.push(decode(&config, "push config")?);
+        positions.push(position);
+    }
+    let next_page_token = if configs.len() > page_size {
+        configs.truncate(page_size);
+        positions.truncate(page_size);
+        positions
+            .last()
+            .map(|p| URL_SAFE_NO_PAD.encode(format!("p:{p}")))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
+    Ok(PushConfigPage {
+        configs,
+        next_page_token,
+    })
+}
+
+/// Idempotent; NotFound only when the task is not `owner`'s.
+pub(super) async fn delete(pool: &PgPool, owner: &str, task_id: &str, id: &str) -> StoreResult<()> {
+    const SQL: &str = "\
+        WITH task AS (SELECT id FROM tasks WHERE id = $1 AND owner = $2), \
+             gone AS (DELETE FROM push_configs p USING task \
+                       WHERE p.task_id = task.id AND p.id = $3) \
+        SELECT count(*) AS n FROM task";
+    let row = sqlx::query(SQL)
+        .bind(task_id)
+        .bind(owner)
+        .bind(id)
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    let n: i64 = row.try_get("n").map_err(internal)?;
+    if n == 0 {
+        return Err(not_found(task_id));
+    }
+    Ok(())
+}
+
+fn decode_token(token: &str) -> StoreResult<i64> {
+    if token.is_empty() {
+        return Ok(0);
+    }
+    let raw = URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| StoreError::InvalidPageToken)?;
+    std::str::from_utf8(&raw)
+        .ok()
+        .and_then(|s| s.strip_prefix("p:"))
+        .and_then(|n| n.parse().ok())
+        .ok_or(StoreError::InvalidPageToken)
+}

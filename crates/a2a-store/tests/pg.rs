@@ -1,0 +1,352 @@
+//! The store conformance suite and PostgreSQL-specific properties, on a real PostgreSQL: a fresh
+//! database per test (`a2a_testing::TestDatabase`: `A2A_TEST_DATABASE_URL` or a private server).
+
+use std::sync::Arc;
+
+use a2a_store::{
+    ListQuery, MemoryTaskStore, NewTask, PgOptions, PgTaskStore, PushConfigPage, StoreError,
+    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
+};
+use a2a_testing::TestDatabase;
+use a2a_types::v1::stream_response::Payload;
+use a2a_types::v1::{
+    Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig, TaskState, TaskStatus, TaskStatusUpdateEvent, part::Content,
+};
+use a2a_types::wkt::Timestamp;
+use async_trait::async_trait;
+
+/// A migrated PgTaskStore that owns its test database (dropped with it).
+struct TestStore {
+    store: PgTaskStore,
+    db: TestDatabase,
+}
+
+impl TestStore {
+    async fn new() -> Self {
+        let db = TestDatabase::create().await;
+        let store = open(&db).await;
+        Self { store, db }
+    }
+
+    /// Another store on the same database, as another gateway process would have.
+    async fn twin(&self) -> PgTaskStore {
+        open(&self.db).await
+    }
+}
+
+async fn open(db: &TestDatabase) -> PgTaskStore {
+    let store = PgTaskStore::connect_lazy(db.url(), &PgOptions::default()).unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+#[async_trait]
+impl TaskStore for TestStore {
+    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
+        self.store.create(new).await
+    }
+    async fn append(&self, id: &str, seq: u64, c: TaskChange) -> StoreResult<(StoredEvent, Task)> {
+        self.store.append(id, seq, c).await
+    }
+    async fn get(&self, o: &str, id: &str, h: Option<usize>) -> StoreResult<Option<TaskRecord>> {
+        self.store.get(o, id, h).await
+    }
+    async fn list(&self, o: &str, q: &ListQuery) -> StoreResult<TaskPage> {
+        self.store.list(o, q).await
+    }
+    async fn events_after(&self, o: &str, id: &str, s: u64) -> StoreResult<Vec<StoredEvent>> {
+        self.store.events_after(o, id, s).await
+    }
+    async fn put_push_config(
+        &self,
+        o: &str,
+        c: TaskPushNotificationConfig,
+    ) -> StoreResult<TaskPushNotificationConfig> {
+        self.store.put_push_config(o, c).await
+    }
+    async fn get_push_config(
+        &self,
+        o: &str,
+        t: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskPushNotificationConfig>> {
+        self.store.get_push_config(o, t, id).await
+    }
+    async fn list_push_configs(
+        &self,
+        o: &str,
+        t: &str,
+        n: usize,
+        tok: &str,
+    ) -> StoreResult<PushConfigPage> {
+        self.store.list_push_configs(o, t, n, tok).await
+    }
+    async fn delete_push_config(&self, o: &str, t: &str, id: &str) -> StoreResult<()> {
+        self.store.delete_push_config(o, t, id).await
+    }
+    async fn ping(&self) -> StoreResult<()> {
+        self.store.ping().await
+    }
+}
+
+mod conformance {
+    a2a_store::store_conformance_suite!(super::TestStore::new().await);
+}
+
+fn text(s: &str) -> Part {
+    Part {
+        content: Some(Content::Text(s.into())),
+        ..Default::default()
+    }
+}
+
+fn message(id: &str, role: Role) -> Message {
+    Message {
+        message_id: id.into(),
+        role: role as i32,
+        parts: vec![text(id)],
+        ..Default::default()
+    }
+}
+
+fn status(state: TaskState, ms: i64, msg: Option<Message>) -> StreamResponse {
+    StreamResponse {
+        payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
+            status: Some(TaskStatus {
+                state: state as i32,
+                message: msg,
+                timestamp: Some(Timestamp::from_millis(ms)),
+            }),
+            ..Default::default()
+        })),
+    }
+}
+
+fn chunk(artifact_id: &str, s: &str, append: bool) -> StreamResponse {
+    StreamResponse {
+        payload: Some(Payload::ArtifactUpdate(TaskArtifactUpdateEvent {
+            artifact: Some(Artifact {
+                artifact_id: artifact_id.into(),
+                name: format!("{artifact_id}-name"),
+                parts: vec![text(s)],
+                ..Default::default()
+            }),
+            append,
+            ..Default::default()
+        })),
+    }
+}
+
+fn new_task(id: &str) -> NewTask {
+    NewTask {
+        owner: "alice".into(),
+        agent: "scenario".into(),
+        task: Task {
+            id: id.into(),
+            context_id: "ctx".into(),
+            status: Some(TaskStatus {
+                state: TaskState::Submitted as i32,
+                message: None,
+                timestamp: Some(Timestamp::from_millis(1_000)),
+            }),
+            history: vec![message("m0", Role::User)],
+            ..Default::default()
+        },
+    }
+}
+
+/// Every kind of change, including the rare ones (a Task event that shrinks history and
+/// artifacts, an artifact replaced rather than appended): the PostgreSQL snapshots must equal
+/// the in-memory store's after every step, read through this store and through a fresh one.
+#[tokio::test]
+async fn snapshots_equal_the_in_memory_store() {
+    let pg = TestStore::new().await;
+    let mem = MemoryTaskStore::new();
+    let changes: Vec<TaskChange> = {
+        let plain = |event| TaskChange {
+            user_message: None,
+            event,
+        };
+        let ask = message("question", Role::Agent);
+        let replacement = Task {
+            id: "t".into(),
+            context_id: "ctx".into(),
+            status: Some(TaskStatus {
+                state: TaskState::Working as i32,
+                message: None,
+                timestamp: Some(Timestamp::from_millis(9_000)),
+            }),
+            history: vec![message("only", Role::Agent)],
+            artifacts: vec![Artifact {
+                artifact_id: "z".into(),
+                parts: vec![text("z")],
+                ..Default::default()
+            }],
+            metadata: None,
+        };
+        vec![
+            plain(status(TaskState::Working, 2_000, None)),
+            plain(chunk("a", "1", false)),
+            plain(chunk("a", "2", true)),
+            plain(chunk("b", "x", false)),
+            plain(chunk("a", "3", true)),
+            plain(chunk("b", "y", false)), // replaces b
+            plain(StreamResponse {
+                payload: Some(Payload::Message(message("note", Role::Agent))),
+            }),
+            plain(status(TaskState::InputRequired, 3_000, Some(ask))),
+            TaskChange {
+                user_message: Some(message("answer", Role::User)),
+                event: status(TaskState::Working, 4_000, None),
+            },
+            plain(StreamResponse {
+                payload: Some(Payload::Task(replacement)),
+            }),
+            plain(chunk("z", "more", true)),
+            plain(status(TaskState::Completed, 10_000, None)),
+        ]
+    };
+    pg.create(new_task("t")).await.unwrap();
+    mem.create(new_task("t")).await.unwrap();
+    for (i, change) in changes.into_iter().enumerate() {
+        let seq = i as u64 + 1;
+        let (pe, ps) = pg.append("t", seq, change.clone()).await.unwrap();
+        let (me, ms) = mem.append("t", seq, change).await.unwrap();
+        assert_eq!(
+            (pe, &ps),
+            (me, &ms),
+            "step {i}: appended event and snapshot"
+        );
+        let fresh = pg.twin().await;
+        for history in [None, Some(0), Some(2)] {
+            let want = mem.get("alice", "t", history).await.unwrap();
+            assert_eq!(
+                pg.get("alice", "t", history).await.unwrap(),
+                want,
+                "step {i}"
+            );
+            assert_eq!(
+                fresh.get("alice", "t", history).await.unwrap(),
+                want,
+                "step {i}"
+            );
+        }
+    }
+    assert_eq!(
+        pg.events_after("alice", "t", 0).await.unwrap(),
+        mem.events_after("alice", "t", 0).await.unwrap()
+    );
+}
+
+/// Many tasks appended concurrently share statements; each task still gets its events in
+/// order, and racing writers on one task get exactly one success.
+#[tokio::test]
+async fn concurrent_appends_batch_without_losing_or_mixing_events() {
+    let pg = Arc::new(TestStore::new().await);
+    let tasks: Vec<String> = (0..40).map(|i| format!("task-{i:03}")).collect();
+    let mut runs = Vec::new();
+    for id in tasks.clone() {
+        let pg = pg.clone();
+        runs.push(tokio::spawn(async move {
+            pg.create(new_task(&id)).await.unwrap();
+            let mut seq = 1;
+            for n in 0..10 {
+                let event = chunk("a", &n.to_string(), n > 0);
+                seq = pg
+                    .append(
+                        &id,
+                        seq,
+                        TaskChange {
+                            user_message: None,
+                            event,
+                        },
+                    )
+                    .await
+                    .unwrap()
+                    .0
+                    .seq;
+            }
+            // Two writers that both saw `seq`: one wins, the other conflicts.
+            let race = |ms| {
+                let pg = pg.clone();
+                let id = id.clone();
+                async move {
+                    let event = status(TaskState::Completed, ms, None);
+                    pg.append(
+                        &id,
+                        seq,
+                        TaskChange {
+                            user_message: None,
+                            event,
+                        },
+                    )
+                    .await
+                }
+            };
+            let (a, b) = tokio::join!(race(5_000), race(6_000));
+            let wins = [&a, &b].iter().filter(|r| r.is_ok()).count();
+            assert_eq!(wins, 1, "{a:?} / {b:?}");
+            assert!(
+                [a, b]
+                    .into_iter()
+                    .any(|r| matches!(r, Err(StoreError::Conflict { .. }))),
+                "the loser conflicts"
+            );
+        }));
+    }
+    for run in runs {
+        run.await.unwrap();
+    }
+    for id in &tasks {
+        let events = pg.events_after("alice", id, 0).await.unwrap();
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            (1..=12).collect::<Vec<_>>()
+        );
+        let rec = pg.get("alice", id, None).await.unwrap().unwrap();
+        assert_eq!(rec.task.artifacts[0].parts.len(), 10);
+        assert_eq!(rec.seq, 12);
+    }
+}
+
+/// Another process writing the task makes this process's cached snapshot stale: the append
+/// conflicts instead of applying to the wrong snapshot, and a retry at the new sequence works.
+#[tokio::test]
+async fn a_stale_cache_conflicts_and_recovers() {
+    let pg = TestStore::new().await;
+    let other = pg.twin().await;
+    pg.create(new_task("t")).await.unwrap();
+    let plain = |event| TaskChange {
+        user_message: None,
+        event,
+    };
+    other
+        .append("t", 1, plain(chunk("a", "from-other", false)))
+        .await
+        .unwrap();
+    match pg.append("t", 1, plain(chunk("a", "stale", true))).await {
+        Err(StoreError::Conflict { actual: 2, .. }) => {}
+        other => panic!("expected a conflict at sequence 2, got {other:?}"),
+    }
+    let (_, snap) = pg
+        .append("t", 2, plain(chunk("a", "mine", true)))
+        .await
+        .unwrap();
+    assert_eq!(
+        snap.artifacts[0].parts,
+        vec![text("from-other"), text("mine")]
+    );
+    assert_eq!(
+        other.get("alice", "t", None).await.unwrap().unwrap().task,
+        snap
+    );
+}
+
+/// `ping` answers while the server does; the schema applies twice without harm.
+#[tokio::test]
+async fn ping_and_idempotent_migrations() {
+    let pg = TestStore::new().await;
+    pg.ping().await.unwrap();
+    pg.store.migrate().await.unwrap();
+}

@@ -1,0 +1,150 @@
+//! The real `a2a-gateway` binary on a database: `migrate`, `serve`, SIGTERM and SIGKILL.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::SseStream;
+
+pub struct GatewayProcess {
+    child: Child,
+    pub addr: String,
+    client: reqwest::Client,
+}
+
+fn command(database_url: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
+    cmd.env_remove("A2A_CONFIG")
+        .env_remove("A2A_REDIS_URL")
+        .env_remove("A2A_PUBLIC_URL")
+        .env_remove("A2A_MIGRATE")
+        .env("A2A_DATABASE_URL", database_url)
+        .env("A2A_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+impl GatewayProcess {
+    /// `a2a-gateway migrate`; panics unless it exits 0.
+    pub fn migrate(database_url: &str) {
+        let out = command(database_url)
+            .arg("migrate")
+            .output()
+            .expect("the gateway binary runs");
+        assert!(
+            out.status.success(),
+            "migrate failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `a2a-gateway serve` on a free port; returns once it says where it listens.
+    pub fn start(database_url: &str) -> Self {
+        Self::start_with(database_url, &[])
+    }
+
+    /// Like [`start`](Self::start), with extra environment variables.
+    pub fn start_with(database_url: &str, envs: &[(&str, &str)]) -> Self {
+        let mut child = command(database_url)
+            .envs(envs.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the gateway binary starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines
+                .next()
+                .expect("the gateway logs where it listens")
+                .unwrap();
+            if let Some(at) = line.find("listening on http://") {
+                let rest = &line[at + "listening on http://".len()..];
+                break rest.split_whitespace().next().unwrap().to_owned();
+            }
+        };
+        // Keep draining stdout so the process never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Self {
+            child,
+            addr,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.client
+            .post(format!("http://{}/a2a/jsonrpc", self.addr))
+            .header("a2a-version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn ok(&self, method: &str, params: Value) -> Value {
+        let resp = self.rpc(method, params).await;
+        assert!(resp.get("error").is_none(), "{method} failed: {resp}");
+        resp["result"].clone()
+    }
+
+    pub async fn stream(&self, method: &str, params: Value) -> SseStream {
+        let body = json!({"jsonrpc": "2.0", "id": "s", "method": method, "params": params});
+        let resp = self
+            .client
+            .post(format!("http://{}/a2a/jsonrpc", self.addr))
+            .header("a2a-version", "1.0")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        SseStream::new(resp)
+    }
+
+    /// SIGTERM, then wait for the graceful exit.
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "graceful exit: {status}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gateway did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill9(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
