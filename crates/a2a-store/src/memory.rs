@@ -26,7 +26,9 @@ pub struct MemoryTaskStore {
 
 #[derive(Default)]
 struct Inner {
-    tasks: HashMap<String, Entry>,
+    /// Boxed so that growing the map moves pointers, not whole entries: the rehash happens
+    /// under the write lock, and with inline entries it stalled every request for many ms.
+    tasks: HashMap<String, Box<Entry>>,
     by_owner: HashMap<String, BTreeSet<OrderKey>>,
 }
 
@@ -57,12 +59,16 @@ impl MemoryTaskStore {
 
 impl Inner {
     fn owned(&self, owner: &str, task_id: &str) -> Option<&Entry> {
-        self.tasks.get(task_id).filter(|e| e.record.owner == owner)
+        self.tasks
+            .get(task_id)
+            .map(Box::as_ref)
+            .filter(|e| e.record.owner == owner)
     }
 
     fn owned_mut(&mut self, owner: &str, task_id: &str) -> Option<&mut Entry> {
         self.tasks
             .get_mut(task_id)
+            .map(Box::as_mut)
             .filter(|e| e.record.owner == owner)
     }
 }
@@ -116,7 +122,7 @@ impl TaskStore for MemoryTaskStore {
             .insert(order_key(&new.task));
         inner.tasks.insert(
             id,
-            Entry {
+            Box::new(Entry {
                 record: TaskRecord {
                     task: new.task,
                     owner: new.owner,
@@ -125,7 +131,7 @@ impl TaskStore for MemoryTaskStore {
                 },
                 events: vec![event.clone()],
                 push_configs: Vec::new(),
-            },
+            }),
         );
         Ok(event)
     }
