@@ -2,7 +2,9 @@
 //! modules (see `harness` for the `TestGateway` builder).
 
 mod harness;
+mod issuer;
 
+mod auth;
 mod binary;
 mod card;
 mod equivalence;
