@@ -5,4 +5,5 @@ pub mod app;
 pub mod auth;
 pub mod bindings;
 pub mod config;
+pub mod keys;
 pub mod service;

@@ -8,6 +8,7 @@ pub mod config;
 pub mod jwt;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use a2a_types::A2aError;
 use a2a_types::string_list::StringList;
@@ -25,6 +26,22 @@ use jwt::{JwtVerifier, missing_scopes};
 pub struct Credentials<'a> {
     pub headers: &'a HeaderMap,
     pub query: Option<&'a str>,
+}
+
+/// API keys kept outside the config file (the `api_keys` table), looked up by SHA-256.
+#[async_trait::async_trait]
+pub trait KeyDirectory: Send + Sync {
+    /// The id of the live key with this hash.
+    async fn lookup(&self, sha256: &[u8; 32]) -> Result<Option<String>, String>;
+}
+
+#[async_trait::async_trait]
+impl KeyDirectory for a2a_store::PgApiKeys {
+    async fn lookup(&self, sha256: &[u8; 32]) -> Result<Option<String>, String> {
+        a2a_store::PgApiKeys::lookup(self, sha256)
+            .await
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// The authenticated caller: `key:<id>` or `<issuer>|<subject>`.
@@ -51,6 +68,8 @@ enum Scheme {
         location: Location,
         /// (id, SHA-256 of the key).
         keys: Vec<(String, [u8; 32])>,
+        /// Consulted when no configured key matches.
+        directory: Option<Arc<dyn KeyDirectory>>,
     },
     Bearer(Box<JwtVerifier>),
     /// Declared in the card but not verifiable here (mTLS): never satisfied.
@@ -72,6 +91,14 @@ pub struct Authenticator {
 
 impl Authenticator {
     pub fn new(c: &AuthConfig) -> Result<Self, String> {
+        Self::with_directory(c, None)
+    }
+
+    /// As [`Self::new`], with API keys also looked up in `directory`.
+    pub fn with_directory(
+        c: &AuthConfig,
+        directory: Option<Arc<dyn KeyDirectory>>,
+    ) -> Result<Self, String> {
         if c.schemes.is_empty() {
             return Err("[auth] declares no schemes".into());
         }
@@ -79,7 +106,7 @@ impl Authenticator {
         for (name, s) in &c.schemes {
             let scheme = match &s.scheme.scheme {
                 Some(CardScheme::ApiKeySecurityScheme(k)) => {
-                    api_key_scheme(name, &k.location, &k.name, s)?
+                    api_key_scheme(name, &k.location, &k.name, s, directory.clone())?
                 }
                 Some(CardScheme::HttpAuthSecurityScheme(h))
                     if h.scheme.eq_ignore_ascii_case("bearer") =>
@@ -256,6 +283,7 @@ fn api_key_scheme(
     location: &str,
     key_name: &str,
     s: &config::SchemeConfig,
+    directory: Option<Arc<dyn KeyDirectory>>,
 ) -> Result<Scheme, String> {
     let location = match location {
         "header" => Location::Header(
@@ -289,7 +317,11 @@ fn api_key_scheme(
         };
         keys.push((k.id.clone(), hash));
     }
-    Ok(Scheme::ApiKey { location, keys })
+    Ok(Scheme::ApiKey {
+        location,
+        keys,
+        directory,
+    })
 }
 
 fn decode_hex(hex: &str) -> Option<[u8; 32]> {
@@ -307,7 +339,11 @@ fn decode_hex(hex: &str) -> Option<[u8; 32]> {
 /// `Ok(None)`: this scheme's credential is absent; `Err`: present but wrong.
 async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identity>, String> {
     match scheme {
-        Scheme::ApiKey { location, keys } => {
+        Scheme::ApiKey {
+            location,
+            keys,
+            directory,
+        } => {
             let Some(presented) = api_key(location, creds) else {
                 return Ok(None);
             };
@@ -319,6 +355,14 @@ async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identit
                     found = Some(id);
                 }
             }
+            let found = match (found, directory) {
+                (Some(id), _) => Some(id.clone()),
+                (None, Some(dir)) => dir.lookup(&digest).await.map_err(|e| {
+                    tracing::warn!(error = %e, "cannot look up an API key");
+                    "cannot check the API key now (key store unavailable)".to_owned()
+                })?,
+                (None, None) => None,
+            };
             match found {
                 Some(id) => Ok(Some(Identity {
                     principal: format!("key:{id}"),

@@ -26,7 +26,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
-use crate::auth::{Authenticator, Credentials, Rejection};
+use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
 
 pub use card::CardDocument;
@@ -93,9 +93,11 @@ impl A2aService {
         config: FileConfig,
         public_url: &str,
         shutdown: CancellationToken,
+        keys: Option<Arc<dyn KeyDirectory>>,
     ) -> Self {
         let auth = config.auth.as_ref().map(|a| {
-            Authenticator::new(a).expect("[auth] was validated when the config was parsed")
+            Authenticator::with_directory(a, keys)
+                .expect("[auth] was validated when the config was parsed")
         });
         let card = card::Cards::build(&config, &agents, public_url, auth.as_ref());
         Self {
