@@ -188,10 +188,18 @@ impl JwtVerifier {
             return Err("token signed by an unknown key".into());
         }
         *last = Some(Instant::now());
-        let set = self.fetch().await.map_err(|e| {
-            tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the issuer's JWKS");
-            "cannot verify token: issuer keys unavailable".to_owned()
-        })?;
+        let set = match self.fetch().await {
+            Ok(set) => set,
+            Err(e) => {
+                tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the issuer's JWKS");
+                // An issuer outage should not lock everyone out: keep trusting the keys we had.
+                let stale = self.cache.read().expect("jwks cache lock");
+                return stale
+                    .as_ref()
+                    .and_then(|(set, _)| set.find(kid).cloned())
+                    .ok_or_else(|| "cannot verify token: issuer keys unavailable".to_owned());
+            }
+        };
         let found = set.find(kid).cloned();
         *self.cache.write().expect("jwks cache lock") = Some((Arc::new(set), Instant::now()));
         found.ok_or_else(|| "token signed by an unknown key".into())
@@ -230,7 +238,7 @@ impl JwtVerifier {
     }
 }
 
-/// The distinct scopes of `have` that `need` lacks.
+/// The scopes of `need` that `have` lacks.
 pub fn missing_scopes<'a>(need: &'a [String], have: &[String]) -> Vec<&'a str> {
     let have: HashSet<&str> = have.iter().map(String::as_str).collect();
     need.iter()

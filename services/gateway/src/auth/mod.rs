@@ -459,6 +459,42 @@ mod tests {
         assert!(!err.to_string().contains("wrong"), "{err}");
     }
 
+    #[tokio::test]
+    async fn api_keys_in_query_and_cookie() {
+        let a = auth(
+            r#"
+            [schemes.q]
+            scheme = { apiKeySecurityScheme = { location = "query", name = "api_key" } }
+            keys = [{ id = "q", key = "in-query" }]
+            [schemes.c]
+            scheme = { apiKeySecurityScheme = { location = "cookie", name = "session" } }
+            keys = [{ id = "c", key = "in-cookie" }]
+        "#,
+        );
+        let empty = HeaderMap::new();
+        let by_query = Credentials {
+            headers: &empty,
+            query: Some("a=b&api_key=in-query"),
+        };
+        assert_eq!(a.authenticate(by_query).await.unwrap().owner, "key:q");
+        let mut cookies = HeaderMap::new();
+        cookies.insert(
+            header::COOKIE,
+            HeaderValue::from_static("theme=dark; session=in-cookie"),
+        );
+        let by_cookie = Credentials {
+            headers: &cookies,
+            query: None,
+        };
+        assert_eq!(a.authenticate(by_cookie).await.unwrap().owner, "key:c");
+        let wrong = Credentials {
+            headers: &empty,
+            query: Some("api_key=nope"),
+        };
+        let err = a.authenticate(wrong).await.unwrap_err();
+        assert!(err.error.to_string().contains("API key is not valid"));
+    }
+
     #[test]
     fn config_errors() {
         let bad = |t: &str| {

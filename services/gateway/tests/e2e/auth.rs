@@ -21,7 +21,7 @@ pub const BINDINGS: [BindingKind; 3] = [
 pub const WRITE: &str = "a2a:write";
 
 /// Alice's key is stored hashed, Bob's in clear (both forms are accepted).
-pub fn config(issuer: &str, min_refresh: u64) -> String {
+pub fn config(issuer: &str, min_refresh: u64, ttl: u64) -> String {
     let alice_hash = sha256_hex("alice-secret");
     format!(
         r#"
@@ -37,6 +37,7 @@ scheme = {{ openIdConnectSecurityScheme = {{ openIdConnectUrl = "{issuer}/.well-
 issuer = "{issuer}"
 audiences = ["{AUDIENCE}"]
 jwks_min_refresh_secs = {min_refresh}
+jwks_ttl_secs = {ttl}
 
 [extended_card]
 description = "the extended card"
@@ -53,8 +54,12 @@ fn sha256_hex(s: &str) -> String {
 }
 
 pub async fn setup(min_refresh: u64) -> (Issuer, TestGateway) {
+    setup_with_ttl(min_refresh, 600).await
+}
+
+async fn setup_with_ttl(min_refresh: u64, ttl: u64) -> (Issuer, TestGateway) {
     let issuer = Issuer::start().await;
-    let gw = TestGateway::with_config(&config(issuer.url(), min_refresh)).await;
+    let gw = TestGateway::with_config(&config(issuer.url(), min_refresh, ttl)).await;
     (issuer, gw)
 }
 
@@ -326,6 +331,32 @@ async fn a_rotated_issuer_key_is_accepted_after_a_refresh() {
         issuer.jwks_fetches(),
         2,
         "an unknown kid refetches the JWKS"
+    );
+}
+
+/// With the issuer down and the cache expired, the keys last fetched are still trusted; a key
+/// never seen is not.
+#[tokio::test]
+async fn an_issuer_outage_keeps_the_last_keys() {
+    let (issuer, gw) = setup_with_ttl(0, 0).await;
+    let c = |token: &str| {
+        client(
+            &gw,
+            BindingKind::Grpc,
+            Some(("authorization", &bearer(token))),
+        )
+    };
+    let token = issuer.token(Algorithm::RS256, &issuer.claims("hal", WRITE));
+    send(&c(&token)).await.unwrap();
+    let claims = issuer.claims("hal", WRITE);
+    drop(issuer);
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    send(&c(&token)).await.unwrap();
+    let stranger = SigningKey::ec("never-published").sign(&claims);
+    let err = a2a(send(&c(&stranger)).await.unwrap_err());
+    assert!(
+        matches!(&err, A2aError::Unauthenticated(m) if m.contains("unavailable")),
+        "{err}"
     );
 }
 
