@@ -495,6 +495,62 @@ mod tests {
         assert!(err.error.to_string().contains("API key is not valid"));
     }
 
+    /// Refusals are logged (debug) and issuer outages warned about, but never with the key or
+    /// the token.
+    #[tokio::test]
+    async fn credentials_never_reach_the_logs() {
+        use std::sync::{Arc, Mutex};
+        let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
+        let sink = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_writer(move || SinkWriter(sink.clone()))
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let a = auth(&format!(
+            r#"{KEYS}
+            [schemes.jwt]
+            scheme = {{ httpAuthSecurityScheme = {{ scheme = "Bearer", bearerFormat = "JWT" }} }}
+            issuer = "http://127.0.0.1:1"
+            audiences = ["a2a-gateway"]
+        "#
+        ));
+        let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJzZWNyZXQtc3ViIn0.c2lnbmF0dXJl";
+        let mut h = HeaderMap::new();
+        h.insert("x-api-key", HeaderValue::from_static("leaky-secret-key"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+        );
+        let err = a
+            .authenticate(Credentials {
+                headers: &h,
+                query: None,
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err.error, A2aError::Unauthenticated(_)));
+        let logged = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+        assert!(logged.contains("JWKS"), "the outage is logged: {logged}");
+        assert!(!logged.contains("leaky-secret-key"), "{logged}");
+        assert!(
+            !logged.contains(token) && !logged.contains("c2lnbmF0dXJl"),
+            "{logged}"
+        );
+    }
+
+    struct SinkWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for SinkWriter {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn config_errors() {
         let bad = |t: &str| {
