@@ -20,7 +20,7 @@ use async_trait::async_trait;
 pub use cursor::Cursor;
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
-pub use pg::{PgOptions, PgTaskStore};
+pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
 
 /// A task snapshot and what the gateway keeps beside it.
 #[derive(Debug, Clone, PartialEq)]

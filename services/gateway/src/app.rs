@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
+use crate::auth::KeyDirectory;
 use crate::bindings::{card, jsonrpc, rest};
 use crate::config::Config;
 use crate::service::A2aService;
@@ -27,13 +28,17 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     if config.redis_url.is_some() {
         return Err("A2A_REDIS_URL is set, but this build only has the in-process bus".into());
     }
-    let store: Arc<dyn TaskStore> = match &config.database_url {
-        Some(url) => Arc::new(
-            PgTaskStore::connect_lazy(url, &pg_options(config))
-                .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?,
-        ),
-        None => Arc::new(MemoryTaskStore::new()),
-    };
+    // With PostgreSQL, API keys may also live in its `api_keys` table (`a2a-gateway keys`).
+    let (store, keys): (Arc<dyn TaskStore>, Option<Arc<dyn KeyDirectory>>) =
+        match &config.database_url {
+            Some(url) => {
+                let pg = PgTaskStore::connect_lazy(url, &pg_options(config))
+                    .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?;
+                let keys = Arc::new(pg.api_keys());
+                (Arc::new(pg), Some(keys))
+            }
+            None => (Arc::new(MemoryTaskStore::new()), None),
+        };
     let bus: Arc<dyn EventBus> = Arc::new(LocalEventBus::new());
     let mut agents = AgentRegistry::builtin();
     if let Some(name) = &config.file.default_agent {
@@ -46,6 +51,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         config.file.clone(),
         &config.public_url,
         shutdown,
+        keys,
     ))
 }
 

@@ -70,6 +70,8 @@ pub struct FileConfig {
     pub extensions: Vec<ExtensionConfig>,
     /// Content of the extended agent card; enables `capabilities.extendedAgentCard`.
     pub extended_card: Option<ExtendedCardConfig>,
+    /// Security schemes and requirements; absent = every caller is `anonymous`.
+    pub auth: Option<crate::auth::AuthConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -299,7 +301,12 @@ impl FileConfig {
     }
 
     pub fn parse(text: &str) -> Result<Self, String> {
-        toml::from_str(text).map_err(|e| e.to_string())
+        let file: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+        // Checked here so a bad [auth] section stops the start with a clear message.
+        if let Some(auth) = &file.auth {
+            crate::auth::Authenticator::new(auth)?;
+        }
+        Ok(file)
     }
 }
 

@@ -2,6 +2,8 @@
 
 pub mod agents;
 pub mod app;
+pub mod auth;
 pub mod bindings;
 pub mod config;
+pub mod keys;
 pub mod service;

@@ -1,4 +1,4 @@
-//! The `a2a-gateway` binary: `serve` (default) or `migrate`.
+//! The `a2a-gateway` binary: `serve` (default), `migrate` or `keys`.
 
 use std::process::ExitCode;
 
@@ -10,10 +10,12 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: a2a-gateway [serve|migrate]
+const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...]
 
   serve     serve A2A over HTTP (default); with A2A_MIGRATE=1 it migrates the database first
   migrate   apply database migrations (A2A_DATABASE_URL) and exit
+  keys      API keys in the database: keys create <id> (prints the key once) | keys list |
+            keys revoke <id>
 
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
@@ -26,7 +28,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let command = args.first().map(String::as_str).unwrap_or("serve");
     match command {
-        "serve" | "migrate" => {}
+        "serve" | "migrate" | "keys" => {}
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -47,6 +49,18 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     if command == "migrate" {
         return runtime.block_on(migrate(&config));
+    }
+    if command == "keys" {
+        return match runtime.block_on(a2a_gateway::keys::run(&config, &args[1..])) {
+            Ok(out) => {
+                println!("{out}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("a2a-gateway: {e}");
+                ExitCode::FAILURE
+            }
+        };
     }
     runtime.block_on(run(config))
 }

@@ -20,6 +20,7 @@
 
 mod batch;
 mod codec;
+mod keys;
 mod push;
 mod read;
 mod write;
@@ -42,6 +43,8 @@ use crate::{
 use batch::{AppendJob, CreateJob};
 use codec::{Plan, TaskRow};
 use write::Writer;
+
+pub use keys::{ApiKeyRecord, PgApiKeys};
 
 /// The schema, embedded from `migrations/`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -150,6 +153,11 @@ impl PgTaskStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The API keys kept in the same database.
+    pub fn api_keys(&self) -> PgApiKeys {
+        PgApiKeys::new(self.pool.clone())
     }
 
     fn cache_take(&self, task_id: &str, seq: u64) -> Option<Task> {

@@ -25,6 +25,7 @@ use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 
 use super::{EXTENSIONS_HEADER, extensions_header, request_context};
+use crate::auth::Credentials;
 use crate::service::{A2aService, EventStream, RequestContext};
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
@@ -82,9 +83,21 @@ impl GrpcBinding {
     /// Service parameters from the metadata (gRPC metadata keys are lowercase HTTP/2 headers, so
     /// the HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
     /// `a2a-extensions` comma-separated), then the extension check.
-    fn context<T>(&self, req: Request<T>) -> Result<(RequestContext, Vec<String>, T), Status> {
+    async fn context<T>(
+        &self,
+        req: Request<T>,
+    ) -> Result<(RequestContext, Vec<String>, T), Status> {
         let (metadata, _, message) = req.into_parts();
-        let ctx = request_context(&metadata.into_headers(), None)?;
+        let headers = metadata.into_headers();
+        let mut ctx = request_context(&headers, None)?;
+        let creds = Credentials {
+            headers: &headers,
+            query: None,
+        };
+        self.svc
+            .authenticate(&mut ctx, creds)
+            .await
+            .map_err(|r| r.error)?;
         let activated = self.svc.check_extensions(&ctx)?;
         Ok((ctx, activated, message))
     }
@@ -95,7 +108,7 @@ impl GrpcBinding {
         F: FnOnce(A2aService, RequestContext, T) -> Fut,
         Fut: Future<Output = Result<R, A2aError>>,
     {
-        let (ctx, activated, message) = self.context(req)?;
+        let (ctx, activated, message) = self.context(req).await?;
         let out = call(self.svc.clone(), ctx, message).await?;
         Ok(respond(out, &activated))
     }
@@ -109,7 +122,7 @@ impl GrpcBinding {
         F: FnOnce(A2aService, RequestContext, T) -> Fut,
         Fut: Future<Output = Result<EventStream, A2aError>>,
     {
-        let (ctx, activated, message) = self.context(req)?;
+        let (ctx, activated, message) = self.context(req).await?;
         let events = call(self.svc.clone(), ctx, message).await?;
         Ok(respond(stream_of(events), &activated))
     }

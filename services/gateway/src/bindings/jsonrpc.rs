@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{decode, extensions_header, request_context, sse};
+use super::{decode, extensions_header, refused, request_context, sse};
+use crate::auth::Credentials;
 use crate::service::{A2aService, EventStream, RequestContext};
 
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -75,10 +76,17 @@ pub async fn handle(
         Err(err) => return json_response(error_body(&Value::Null, &err)),
     };
     let (id, method, params) = envelope;
-    let ctx = match request_context(&headers, uri.query()) {
+    let mut ctx = match request_context(&headers, uri.query()) {
         Ok(ctx) => ctx,
         Err(err) => return json_response(error_body(&id, &err)),
     };
+    let creds = Credentials {
+        headers: &headers,
+        query: uri.query(),
+    };
+    if let Err(r) = svc.authenticate(&mut ctx, creds).await {
+        return refused(json_response(error_body(&id, &r.error)), r);
+    }
     let activated = match svc.check_extensions(&ctx) {
         Ok(a) => a,
         Err(err) => return json_response(error_body(&id, &err)),

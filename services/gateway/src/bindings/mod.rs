@@ -10,8 +10,10 @@ pub mod rest;
 mod sse;
 
 use a2a_types::A2aError;
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
 
+use crate::auth::Rejection;
 use crate::service::RequestContext;
 
 pub const VERSION_HEADER: &str = "a2a-version";
@@ -44,6 +46,19 @@ pub fn request_context(
         }
     }
     Ok(ctx)
+}
+
+/// An HTTP error response for a refused caller: the error's status (401 or 403, also for
+/// JSON-RPC, whose body stays a JSON-RPC error) and `WWW-Authenticate`.
+pub fn refused(mut response: Response, rejection: Rejection) -> Response {
+    *response.status_mut() =
+        StatusCode::from_u16(rejection.error.codes().http).unwrap_or(StatusCode::UNAUTHORIZED);
+    if let Some(challenge) = rejection.challenge {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 /// The `A2A-Extensions` response header listing the activated extensions, if any.

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::{A2aService, RequestContext};
 use crate::agents::AgentRegistry;
+use crate::auth::Authenticator;
 use crate::config::FileConfig;
 
 /// Path of the JSON-RPC interface, relative to the public URL.
@@ -76,7 +77,12 @@ pub(crate) struct Cards {
 }
 
 impl Cards {
-    pub fn build(config: &FileConfig, agents: &AgentRegistry, public_url: &str) -> Self {
+    pub fn build(
+        config: &FileConfig,
+        agents: &AgentRegistry,
+        public_url: &str,
+        auth: Option<&Authenticator>,
+    ) -> Self {
         let c = &config.card;
         let skills: Vec<AgentSkill> = agents.iter().flat_map(|a| a.skills()).collect();
         let mut input_modes: Vec<String> = Vec::new();
@@ -93,6 +99,8 @@ impl Cards {
                 }
             }
         }
+        let (security_schemes, security_requirements) =
+            auth.map(Authenticator::card).unwrap_or_default();
         let card = AgentCard {
             name: c.name.clone(),
             description: c.description.clone(),
@@ -118,8 +126,8 @@ impl Cards {
                     .collect(),
                 extended_agent_card: Some(c.extended_agent_card || config.extended_card.is_some()),
             }),
-            security_schemes: Default::default(),
-            security_requirements: Vec::new(),
+            security_schemes,
+            security_requirements,
             default_input_modes: input_modes,
             default_output_modes: output_modes,
             skills,
@@ -152,6 +160,12 @@ impl A2aService {
         _req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, A2aError> {
         self.check_extensions(ctx)?;
+        // The extended card is for callers who proved who they are (spec §7.5).
+        if self.inner.auth.is_some() && !ctx.authenticated {
+            return Err(A2aError::Unauthenticated(
+                "the extended agent card requires authentication".into(),
+            ));
+        }
         let declared = self
             .agent_card()
             .card

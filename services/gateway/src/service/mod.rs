@@ -26,6 +26,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
+use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
 
 pub use card::CardDocument;
@@ -38,6 +39,8 @@ pub struct RequestContext {
     pub owner: String,
     /// Extension URIs the client activated (`A2A-Extensions`).
     pub extensions: Vec<String>,
+    /// The caller proved an identity with one of the card's schemes.
+    pub authenticated: bool,
 }
 
 impl RequestContext {
@@ -45,6 +48,7 @@ impl RequestContext {
         Self {
             owner: "anonymous".into(),
             extensions: Vec::new(),
+            authenticated: false,
         }
     }
 }
@@ -70,6 +74,8 @@ struct Inner {
     bus: Arc<dyn EventBus>,
     agents: AgentRegistry,
     card: card::Cards,
+    /// `None` when the config has no `[auth]`: every caller is `anonymous`.
+    auth: Option<Authenticator>,
     config: FileConfig,
     /// Turns running in this process, by task id; cancelling the token stops the turn.
     running: Mutex<HashMap<String, CancellationToken>>,
@@ -87,14 +93,20 @@ impl A2aService {
         config: FileConfig,
         public_url: &str,
         shutdown: CancellationToken,
+        keys: Option<Arc<dyn KeyDirectory>>,
     ) -> Self {
-        let card = card::Cards::build(&config, &agents, public_url);
+        let auth = config.auth.as_ref().map(|a| {
+            Authenticator::with_directory(a, keys)
+                .expect("[auth] was validated when the config was parsed")
+        });
+        let card = card::Cards::build(&config, &agents, public_url, auth.as_ref());
         Self {
             inner: Arc::new(Inner {
                 store,
                 bus,
                 agents,
                 card,
+                auth,
                 streams: Arc::new(Semaphore::new(config.limits.max_streams)),
                 config,
                 running: Mutex::new(HashMap::new()),
@@ -121,6 +133,20 @@ impl A2aService {
 
     /// Required extensions the client did not activate → ExtensionSupportRequired; returns the
     /// activated extensions this gateway supports (echoed in `A2A-Extensions`).
+    /// Sets `ctx.owner` to the caller's principal; without `[auth]` it stays `anonymous`.
+    /// Every binding calls this before any operation.
+    pub async fn authenticate(
+        &self,
+        ctx: &mut RequestContext,
+        creds: Credentials<'_>,
+    ) -> Result<(), Rejection> {
+        if let Some(auth) = &self.inner.auth {
+            ctx.owner = auth.authenticate(creds).await?.owner;
+            ctx.authenticated = true;
+        }
+        Ok(())
+    }
+
     pub fn check_extensions(&self, ctx: &RequestContext) -> Result<Vec<String>, A2aError> {
         let declared = &self.inner.config.extensions;
         if let Some(missing) = declared

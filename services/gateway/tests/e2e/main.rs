@@ -2,12 +2,15 @@
 //! modules (see `harness` for the `TestGateway` builder).
 
 mod harness;
+mod issuer;
 
+mod auth;
 mod binary;
 mod card;
 mod equivalence;
 mod errors;
 mod grpc;
+mod isolation;
 mod lifecycle;
 mod listing;
 mod postgres;

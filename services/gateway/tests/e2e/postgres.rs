@@ -5,6 +5,7 @@
 //! private server, by PID.
 
 mod crash;
+mod keys;
 mod operations;
 mod outage;
 mod process;

@@ -29,7 +29,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::routes::{NoRoute, Op, Route};
-use super::{decode, extensions_header, request_context, sse};
+use super::{decode, extensions_header, refused, request_context, sse};
+use crate::auth::Credentials;
 use crate::service::{A2aService, EventStream, RequestContext, SeqEvent};
 
 pub const PREFIX: &str = "/a2a/rest";
@@ -80,10 +81,17 @@ async fn handle(
             return errors::response(&A2aError::InvalidRequest(rejection.body_text()));
         }
     };
-    let ctx = match request_context(&headers, uri.query()) {
+    let mut ctx = match request_context(&headers, uri.query()) {
         Ok(ctx) => ctx,
         Err(err) => return errors::response(&err),
     };
+    let creds = Credentials {
+        headers: &headers,
+        query: uri.query(),
+    };
+    if let Err(r) = svc.authenticate(&mut ctx, creds).await {
+        return refused(errors::response(&r.error), r);
+    }
     let activated = match svc.check_extensions(&ctx) {
         Ok(a) => a,
         Err(err) => return errors::response(&err),

@@ -1,0 +1,80 @@
+//! The `[auth]` section: the security schemes the card declares, what each needs to enforce
+//! them (keys, issuer, audiences), and the requirements. The card's JSON is taken verbatim from
+//! `scheme`, so what the card says and what is enforced come from one declaration.
+
+use std::collections::BTreeMap;
+
+use a2a_types::v1::SecurityScheme;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Scheme name → declaration. The names are the card's `securitySchemes` keys.
+    pub schemes: BTreeMap<String, SchemeConfig>,
+    /// OR of AND-sets: each entry maps scheme names to the scopes they must carry. Empty = any
+    /// one declared scheme suffices.
+    pub requirements: Vec<BTreeMap<String, Vec<String>>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemeConfig {
+    /// Published in the card as is (1.0 JSON shape, e.g.
+    /// `{ apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }`).
+    pub scheme: SecurityScheme,
+    /// API keys accepted by an apiKey scheme.
+    #[serde(default)]
+    pub keys: Vec<ApiKeyConfig>,
+    /// Token issuer of a bearer, oauth2 or openIdConnect scheme (exact `iss`).
+    pub issuer: Option<String>,
+    /// Where the JWKS is found: an OIDC discovery document or OAuth2 metadata URL. Default: the
+    /// scheme's `openIdConnectUrl` / `oauth2MetadataUrl`, else `{issuer}/.well-known/openid-configuration`.
+    pub metadata_url: Option<String>,
+    /// Accepted `aud` values; at least one must match.
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Signature algorithms accepted; asymmetric only (HMAC and `none` are refused).
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// How long a fetched JWKS is trusted before it is fetched again.
+    #[serde(default = "default_jwks_ttl")]
+    pub jwks_ttl_secs: u64,
+    /// Least time between two JWKS fetches caused by unknown key ids.
+    #[serde(default = "default_min_refresh")]
+    pub jwks_min_refresh_secs: u64,
+    /// Clock skew allowed on exp/nbf.
+    #[serde(default = "default_leeway")]
+    pub leeway_secs: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// The principal is `key:<id>`.
+    pub id: String,
+    /// Hex SHA-256 of the key (preferred: the file then holds no secret).
+    pub sha256: Option<String>,
+    /// The key itself (embedded tests).
+    pub key: Option<String>,
+}
+
+fn default_algorithms() -> Vec<String> {
+    [
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn default_jwks_ttl() -> u64 {
+    600
+}
+
+fn default_leeway() -> u64 {
+    30
+}
+
+fn default_min_refresh() -> u64 {
+    10
+}

@@ -1,0 +1,417 @@
+//! Authentication: the card's security schemes, enforced. One [`Authenticator`] takes a
+//! request's credentials ([`Credentials`]: HTTP headers and query, which gRPC metadata also
+//! fills) and answers the [`Principal`] that owns the request's tasks, or why not.
+//!
+//! Credentials are never logged and never echoed in an error.
+
+pub mod config;
+pub mod jwt;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use a2a_types::A2aError;
+use a2a_types::string_list::StringList;
+use a2a_types::v1::security_scheme::Scheme as CardScheme;
+use a2a_types::v1::{SecurityRequirement, SecurityScheme};
+use axum::http::{HeaderMap, HeaderValue, header};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+pub use config::AuthConfig;
+use jwt::{JwtVerifier, missing_scopes};
+
+/// Where a request carries its credentials. HTTP fills both; gRPC metadata becomes `headers`.
+#[derive(Clone, Copy)]
+pub struct Credentials<'a> {
+    pub headers: &'a HeaderMap,
+    pub query: Option<&'a str>,
+}
+
+/// API keys kept outside the config file (the `api_keys` table), looked up by SHA-256.
+#[async_trait::async_trait]
+pub trait KeyDirectory: Send + Sync {
+    /// The id of the live key with this hash.
+    async fn lookup(&self, sha256: &[u8; 32]) -> Result<Option<String>, String>;
+}
+
+#[async_trait::async_trait]
+impl KeyDirectory for a2a_store::PgApiKeys {
+    async fn lookup(&self, sha256: &[u8; 32]) -> Result<Option<String>, String> {
+        a2a_store::PgApiKeys::lookup(self, sha256)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The authenticated caller: `key:<id>` or `<issuer>|<subject>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub owner: String,
+}
+
+/// A refused request: the error, and the `WWW-Authenticate` value the HTTP bindings send with it.
+#[derive(Debug)]
+pub struct Rejection {
+    pub error: A2aError,
+    pub challenge: Option<HeaderValue>,
+}
+
+enum Location {
+    Header(header::HeaderName),
+    Query(String),
+    Cookie(String),
+}
+
+enum Scheme {
+    ApiKey {
+        location: Location,
+        /// (id, SHA-256 of the key).
+        keys: Vec<(String, [u8; 32])>,
+        /// Consulted when no configured key matches.
+        directory: Option<Arc<dyn KeyDirectory>>,
+    },
+    Bearer(Box<JwtVerifier>),
+    /// Declared in the card but not verifiable here (mTLS): never satisfied.
+    Unsupported,
+}
+
+struct Identity {
+    principal: String,
+    scopes: Vec<String>,
+}
+
+pub struct Authenticator {
+    schemes: Vec<(String, Scheme)>,
+    /// OR of AND-sets of (scheme index, scopes).
+    requirements: Vec<Vec<(usize, Vec<String>)>>,
+    card_schemes: HashMap<String, SecurityScheme>,
+    card_requirements: Vec<SecurityRequirement>,
+}
+
+impl Authenticator {
+    pub fn new(c: &AuthConfig) -> Result<Self, String> {
+        Self::with_directory(c, None)
+    }
+
+    /// As [`Self::new`], with API keys also looked up in `directory`.
+    pub fn with_directory(
+        c: &AuthConfig,
+        directory: Option<Arc<dyn KeyDirectory>>,
+    ) -> Result<Self, String> {
+        if c.schemes.is_empty() {
+            return Err("[auth] declares no schemes".into());
+        }
+        let mut schemes = Vec::new();
+        for (name, s) in &c.schemes {
+            let scheme = match &s.scheme.scheme {
+                Some(CardScheme::ApiKeySecurityScheme(k)) => {
+                    api_key_scheme(name, &k.location, &k.name, s, directory.clone())?
+                }
+                Some(CardScheme::HttpAuthSecurityScheme(h))
+                    if h.scheme.eq_ignore_ascii_case("bearer") =>
+                {
+                    Scheme::Bearer(Box::new(JwtVerifier::new(name, s, None)?))
+                }
+                Some(CardScheme::Oauth2SecurityScheme(o)) => Scheme::Bearer(Box::new(
+                    JwtVerifier::new(name, s, Some(&o.oauth2_metadata_url))?,
+                )),
+                Some(CardScheme::OpenIdConnectSecurityScheme(o)) => Scheme::Bearer(Box::new(
+                    JwtVerifier::new(name, s, Some(&o.open_id_connect_url))?,
+                )),
+                Some(CardScheme::HttpAuthSecurityScheme(h)) => {
+                    return Err(format!(
+                        "auth scheme {name}: http scheme {} is not supported (use Bearer)",
+                        h.scheme
+                    ));
+                }
+                Some(CardScheme::MtlsSecurityScheme(_)) => Scheme::Unsupported,
+                None => return Err(format!("auth scheme {name}: empty scheme")),
+            };
+            schemes.push((name.clone(), scheme));
+        }
+        let index = |n: &str| schemes.iter().position(|(name, _)| name == n);
+        let declared: Vec<BTreeMap<String, Vec<String>>> = if c.requirements.is_empty() {
+            c.schemes
+                .keys()
+                .map(|n| BTreeMap::from([(n.clone(), Vec::new())]))
+                .collect()
+        } else {
+            c.requirements.clone()
+        };
+        let mut requirements = Vec::new();
+        for set in &declared {
+            let mut and = Vec::new();
+            for (n, scopes) in set {
+                let i = index(n)
+                    .ok_or_else(|| format!("auth requirement names undeclared scheme {n}"))?;
+                and.push((i, scopes.clone()));
+            }
+            requirements.push(and);
+        }
+        Ok(Self {
+            schemes,
+            requirements,
+            card_schemes: c
+                .schemes
+                .iter()
+                .map(|(n, s)| (n.clone(), s.scheme.clone()))
+                .collect(),
+            // Only explicit requirements go on the card; without them any scheme will do.
+            card_requirements: c
+                .requirements
+                .iter()
+                .map(|set| SecurityRequirement {
+                    schemes: set
+                        .iter()
+                        .map(|(n, scopes)| {
+                            (
+                                n.clone(),
+                                StringList {
+                                    list: scopes.clone(),
+                                },
+                            )
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// What the card publishes: `securitySchemes` and `securityRequirements`.
+    pub fn card(&self) -> (HashMap<String, SecurityScheme>, Vec<SecurityRequirement>) {
+        (self.card_schemes.clone(), self.card_requirements.clone())
+    }
+
+    pub async fn authenticate(&self, creds: Credentials<'_>) -> Result<Principal, Rejection> {
+        // Each scheme is checked once, even if several requirements name it.
+        let mut results: Vec<Result<Option<Identity>, String>> =
+            Vec::with_capacity(self.schemes.len());
+        for (_, scheme) in &self.schemes {
+            results.push(check(scheme, creds).await);
+        }
+        let mut lacking: Option<Vec<&str>> = None;
+        for set in &self.requirements {
+            let mut owner = None;
+            let mut missing = Vec::new();
+            let satisfied = set.iter().all(|(i, scopes)| match &results[*i] {
+                Ok(Some(id)) => {
+                    owner.get_or_insert_with(|| id.principal.clone());
+                    missing.extend(missing_scopes(scopes, &id.scopes));
+                    true
+                }
+                _ => false,
+            });
+            if satisfied && missing.is_empty() {
+                return Ok(Principal {
+                    owner: owner.expect("a requirement set is never empty"),
+                });
+            }
+            if satisfied && lacking.is_none() {
+                lacking = Some(missing);
+            }
+        }
+        if let Some(missing) = lacking {
+            return Err(self.reject(
+                A2aError::PermissionDenied(format!(
+                    "insufficient scope: requires {}",
+                    missing.join(" ")
+                )),
+                Some("insufficient_scope"),
+            ));
+        }
+        let invalid = self
+            .schemes
+            .iter()
+            .zip(&results)
+            .find_map(|((name, _), r)| r.as_ref().err().map(|e| format!("{name}: {e}")));
+        match invalid {
+            Some(reason) => {
+                tracing::debug!(%reason, "request refused: bad credentials");
+                Err(self.reject(A2aError::Unauthenticated(reason), Some("invalid_token")))
+            }
+            None => {
+                let names: Vec<&str> = self.schemes.iter().map(|(n, _)| n.as_str()).collect();
+                Err(self.reject(
+                    A2aError::Unauthenticated(format!(
+                        "credentials required (schemes: {})",
+                        names.join(", ")
+                    )),
+                    None,
+                ))
+            }
+        }
+    }
+
+    /// The challenges of RFC 6750 (Bearer) and, for API keys, the key's place and name.
+    fn reject(&self, error: A2aError, bearer_error: Option<&str>) -> Rejection {
+        let mut parts = Vec::new();
+        if self
+            .schemes
+            .iter()
+            .any(|(_, s)| matches!(s, Scheme::Bearer(_)))
+        {
+            let mut c = r#"Bearer realm="a2a-gateway""#.to_owned();
+            if let Some(e) = bearer_error {
+                c.push_str(&format!(r#", error="{e}""#));
+            }
+            parts.push(c);
+        }
+        for (_, s) in &self.schemes {
+            if let Scheme::ApiKey { location, .. } = s {
+                let (place, name) = match location {
+                    Location::Header(h) => ("header", h.as_str()),
+                    Location::Query(q) => ("query", q.as_str()),
+                    Location::Cookie(c) => ("cookie", c.as_str()),
+                };
+                parts.push(format!(
+                    r#"ApiKey realm="a2a-gateway", in="{place}", name="{name}""#
+                ));
+            }
+        }
+        Rejection {
+            error,
+            challenge: HeaderValue::from_str(&parts.join(", "))
+                .ok()
+                .filter(|_| !parts.is_empty()),
+        }
+    }
+}
+
+fn api_key_scheme(
+    name: &str,
+    location: &str,
+    key_name: &str,
+    s: &config::SchemeConfig,
+    directory: Option<Arc<dyn KeyDirectory>>,
+) -> Result<Scheme, String> {
+    let location = match location {
+        "header" => Location::Header(
+            header::HeaderName::from_bytes(key_name.to_ascii_lowercase().as_bytes())
+                .map_err(|_| format!("auth scheme {name}: bad header name"))?,
+        ),
+        "query" => Location::Query(key_name.to_owned()),
+        "cookie" => Location::Cookie(key_name.to_owned()),
+        other => {
+            return Err(format!(
+                "auth scheme {name}: unknown apiKey location {other}"
+            ));
+        }
+    };
+    let mut keys = Vec::new();
+    for k in &s.keys {
+        let hash: [u8; 32] = match (&k.sha256, &k.key) {
+            (Some(hex), None) => decode_hex(hex).ok_or_else(|| {
+                format!(
+                    "auth scheme {name}: key {}: sha256 is not 64 hex digits",
+                    k.id
+                )
+            })?,
+            (None, Some(key)) => Sha256::digest(key.as_bytes()).into(),
+            _ => {
+                return Err(format!(
+                    "auth scheme {name}: key {}: give exactly one of sha256, key",
+                    k.id
+                ));
+            }
+        };
+        keys.push((k.id.clone(), hash));
+    }
+    Ok(Scheme::ApiKey {
+        location,
+        keys,
+        directory,
+    })
+}
+
+fn decode_hex(hex: &str) -> Option<[u8; 32]> {
+    let bytes = hex.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks(2).enumerate() {
+        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// `Ok(None)`: this scheme's credential is absent; `Err`: present but wrong.
+async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identity>, String> {
+    match scheme {
+        Scheme::ApiKey {
+            location,
+            keys,
+            directory,
+        } => {
+            let Some(presented) = api_key(location, creds) else {
+                return Ok(None);
+            };
+            let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+            // Compare against every key without stopping early, so timing says nothing.
+            let mut found = None;
+            for (id, hash) in keys {
+                if bool::from(digest.ct_eq(hash)) {
+                    found = Some(id);
+                }
+            }
+            let found = match (found, directory) {
+                (Some(id), _) => Some(id.clone()),
+                (None, Some(dir)) => dir.lookup(&digest).await.map_err(|e| {
+                    tracing::warn!(error = %e, "cannot look up an API key");
+                    "cannot check the API key now (key store unavailable)".to_owned()
+                })?,
+                (None, None) => None,
+            };
+            match found {
+                Some(id) => Ok(Some(Identity {
+                    principal: format!("key:{id}"),
+                    scopes: Vec::new(),
+                })),
+                None => Err("API key is not valid".into()),
+            }
+        }
+        Scheme::Bearer(verifier) => {
+            let Some(token) = bearer(creds.headers) else {
+                return Ok(None);
+            };
+            let v = verifier.verify(token).await?;
+            Ok(Some(Identity {
+                principal: v.principal,
+                scopes: v.scopes,
+            }))
+        }
+        Scheme::Unsupported => Ok(None),
+    }
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn api_key(location: &Location, creds: Credentials<'_>) -> Option<String> {
+    match location {
+        Location::Header(h) => creds.headers.get(h)?.to_str().ok().map(str::to_owned),
+        Location::Query(q) => url::form_urlencoded::parse(creds.query?.as_bytes())
+            .find(|(k, _)| k == q)
+            .map(|(_, v)| v.into_owned()),
+        Location::Cookie(c) => creds
+            .headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(k, _)| k == c)
+            .map(|(_, v)| v.to_owned()),
+    }
+    .filter(|k| !k.is_empty())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,155 @@
+//! Unit tests of the authenticator: API key locations, config errors, and logs without secrets.
+use super::*;
+
+fn auth(toml: &str) -> Authenticator {
+    let c: AuthConfig = toml::from_str(toml).unwrap();
+    Authenticator::new(&c).unwrap()
+}
+
+const KEYS: &str = r#"
+    [schemes.key]
+    scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+    keys = [
+        { id = "alice", key = "alice-secret" },
+        # sha256("bob-secret")
+        { id = "bob", sha256 = "9f03ef1533a68d2f506f81ef463c1183a82a6bd40e45613f36e6fe1889cf1b99" },
+    ]
+"#;
+
+#[tokio::test]
+async fn api_keys_in_header() {
+    let a = auth(KEYS);
+    let mut h = HeaderMap::new();
+    let creds = async |h: &HeaderMap| {
+        a.authenticate(Credentials {
+            headers: h,
+            query: None,
+        })
+        .await
+    };
+    let none = creds(&h).await.unwrap_err();
+    assert!(matches!(none.error, A2aError::Unauthenticated(_)));
+    let challenge = none.challenge.unwrap();
+    assert_eq!(
+        challenge,
+        r#"ApiKey realm="a2a-gateway", in="header", name="x-api-key""#
+    );
+    h.insert("x-api-key", HeaderValue::from_static("alice-secret"));
+    assert_eq!(creds(&h).await.unwrap().owner, "key:alice");
+    h.insert("x-api-key", HeaderValue::from_static("bob-secret"));
+    assert_eq!(creds(&h).await.unwrap().owner, "key:bob");
+    h.insert("x-api-key", HeaderValue::from_static("wrong"));
+    let err = creds(&h).await.unwrap_err().error;
+    assert!(!err.to_string().contains("wrong"), "{err}");
+}
+
+#[tokio::test]
+async fn api_keys_in_query_and_cookie() {
+    let a = auth(
+        r#"
+        [schemes.q]
+        scheme = { apiKeySecurityScheme = { location = "query", name = "api_key" } }
+        keys = [{ id = "q", key = "in-query" }]
+        [schemes.c]
+        scheme = { apiKeySecurityScheme = { location = "cookie", name = "session" } }
+        keys = [{ id = "c", key = "in-cookie" }]
+    "#,
+    );
+    let empty = HeaderMap::new();
+    let by_query = Credentials {
+        headers: &empty,
+        query: Some("a=b&api_key=in-query"),
+    };
+    assert_eq!(a.authenticate(by_query).await.unwrap().owner, "key:q");
+    let mut cookies = HeaderMap::new();
+    cookies.insert(
+        header::COOKIE,
+        HeaderValue::from_static("theme=dark; session=in-cookie"),
+    );
+    let by_cookie = Credentials {
+        headers: &cookies,
+        query: None,
+    };
+    assert_eq!(a.authenticate(by_cookie).await.unwrap().owner, "key:c");
+    let wrong = Credentials {
+        headers: &empty,
+        query: Some("api_key=nope"),
+    };
+    let err = a.authenticate(wrong).await.unwrap_err();
+    assert!(err.error.to_string().contains("API key is not valid"));
+}
+
+/// Refusals are logged (debug) and issuer outages warned about, but never with the key or
+/// the token.
+#[tokio::test]
+async fn credentials_never_reach_the_logs() {
+    use std::sync::{Arc, Mutex};
+    let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = buf.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || SinkWriter(sink.clone()))
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let a = auth(&format!(
+        r#"{KEYS}
+        [schemes.jwt]
+        scheme = {{ httpAuthSecurityScheme = {{ scheme = "Bearer", bearerFormat = "JWT" }} }}
+        issuer = "http://127.0.0.1:1"
+        audiences = ["a2a-gateway"]
+    "#
+    ));
+    let token = "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJzZWNyZXQtc3ViIn0.c2lnbmF0dXJl";
+    let mut h = HeaderMap::new();
+    h.insert("x-api-key", HeaderValue::from_static("leaky-secret-key"));
+    h.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    let err = a
+        .authenticate(Credentials {
+            headers: &h,
+            query: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err.error, A2aError::Unauthenticated(_)));
+    let logged = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    assert!(logged.contains("JWKS"), "the outage is logged: {logged}");
+    assert!(!logged.contains("leaky-secret-key"), "{logged}");
+    assert!(
+        !logged.contains(token) && !logged.contains("c2lnbmF0dXJl"),
+        "{logged}"
+    );
+}
+
+struct SinkWriter(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SinkWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn config_errors() {
+    let bad = |t: &str| {
+        Authenticator::new(&toml::from_str::<AuthConfig>(t).unwrap())
+            .err()
+            .unwrap()
+    };
+    assert!(bad("").contains("no schemes"));
+    assert!(bad(&format!("requirements = [{{ other = [] }}]\n{KEYS}")).contains("undeclared"));
+    assert!(
+        bad(r#"[schemes.b]
+            scheme = { httpAuthSecurityScheme = { scheme = "Bearer" } }
+            issuer = "https://i"
+            audiences = ["a"]
+            algorithms = ["HS256"]"#)
+        .contains("HMAC")
+    );
+}
