@@ -1,4 +1,4 @@
-//! Fan-out of committed task events: the [`EventBus`] trait, its in-process implementation and the
+//! Fan-out of committed task events: the [`EventBus`] trait, its in-process and Redis Streams implementations and the
 //! conformance suite every implementation must pass.
 //!
 //! The bus is a notification channel, not the record: events are published *after* they are
@@ -6,6 +6,8 @@
 //! *Boundary*: no bus knows SQL or HTTP.
 
 mod local;
+#[cfg(feature = "redis")]
+mod redis;
 pub mod suite;
 
 use std::sync::Arc;
@@ -15,6 +17,11 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 pub use local::LocalEventBus;
+
+/// Control messages buffered per listener.
+pub(crate) const CONTROL_CAPACITY: usize = 256;
+#[cfg(feature = "redis")]
+pub use redis::RedisEventBus;
 
 /// One committed event of one task.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +39,14 @@ pub enum BusItem {
     Lagged,
 }
 
+/// A request for whichever process runs a task's turn. Every process listens; the one whose
+/// turn it is acts, the others ignore it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Control {
+    /// Cancel the running turn of `task_id` (CancelTask received by another replica).
+    Cancel { task_id: String },
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum BusError {
     #[error("event bus unavailable: {0}")]
@@ -46,4 +61,11 @@ pub trait EventBus: Send + Sync + 'static {
     /// Events of `task_id` published from now on, in publish order. The stream ends after the
     /// task's terminal event has been delivered or when the bus shuts down.
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError>;
+
+    /// Sends a control message to every process on this bus (the in-process bus: this one).
+    async fn send_control(&self, control: Control) -> Result<(), BusError>;
+
+    /// Control messages sent from now on, by any process. Best effort: a listener that falls
+    /// behind loses messages, and the sender falls back when nobody acts (see CancelTask).
+    fn control(&self) -> BoxStream<'static, Control>;
 }

@@ -13,15 +13,25 @@ use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
-use crate::{BusError, BusEvent, BusItem, EventBus};
+use crate::{BusError, BusEvent, BusItem, Control, EventBus};
 
 /// Events buffered per task for its slowest subscriber. Kept small because every followed task
 /// allocates its ring up front; a subscriber that falls further behind re-reads the event log.
 pub const CAPACITY: usize = 64;
 
-#[derive(Default, Clone)]
+#[derive(Clone)]
 pub struct LocalEventBus {
     channels: Arc<Mutex<HashMap<String, broadcast::Sender<BusEvent>>>>,
+    control: broadcast::Sender<Control>,
+}
+
+impl Default for LocalEventBus {
+    fn default() -> Self {
+        Self {
+            channels: Arc::default(),
+            control: broadcast::channel(crate::CONTROL_CAPACITY).0,
+        }
+    }
 }
 
 impl LocalEventBus {
@@ -95,6 +105,18 @@ impl EventBus for LocalEventBus {
             }
         });
         Ok(stream.boxed())
+    }
+
+    async fn send_control(&self, control: Control) -> Result<(), BusError> {
+        // No listener is fine: nothing runs here to act on it.
+        let _ = self.control.send(control);
+        Ok(())
+    }
+
+    fn control(&self) -> BoxStream<'static, Control> {
+        BroadcastStream::new(self.control.subscribe())
+            .filter_map(|item| async move { item.ok() })
+            .boxed()
     }
 }
 

@@ -10,14 +10,14 @@ use a2a_types::v1::{
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use crate::{BusEvent, BusItem, EventBus};
+use crate::{BusEvent, BusItem, Control, EventBus};
 
 #[macro_export]
 macro_rules! bus_conformance_suite {
     ($make:expr) => {
         $crate::bus_conformance_suite!(@cases $make;
             subscribers_see_events_in_order, every_subscriber_sees_every_event,
-            tasks_are_separate, terminal_event_ends_subscriptions);
+            tasks_are_separate, terminal_event_ends_subscriptions, control_messages_reach_listeners);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -110,4 +110,29 @@ pub async fn terminal_event_ends_subscriptions(bus: &dyn EventBus) {
         .await
         .expect("subscription ends after the terminal event");
     assert_eq!(end, None);
+}
+
+pub async fn control_messages_reach_listeners(bus: &dyn EventBus) {
+    let mut a = bus.control();
+    let mut b = bus.control();
+    for task_id in ["t1", "t2"] {
+        bus.send_control(Control::Cancel {
+            task_id: task_id.into(),
+        })
+        .await
+        .unwrap();
+    }
+    for listener in [&mut a, &mut b] {
+        for task_id in ["t1", "t2"] {
+            let got = tokio::time::timeout(Duration::from_secs(5), listener.next())
+                .await
+                .expect("a control message within 5 s");
+            assert_eq!(
+                got,
+                Some(Control::Cancel {
+                    task_id: task_id.into()
+                })
+            );
+        }
+    }
 }

@@ -1,5 +1,5 @@
 //! Test harness for real backing services (DESIGN.md, *Testing*): tests talk to a real
-//! PostgreSQL, never to a mock, and never skip silently.
+//! PostgreSQL and Redis, never to a mock, and never skip silently.
 //!
 //! - [`TestDatabase::create`] gives each test a fresh, empty database: on the server named by
 //!   `A2A_TEST_DATABASE_URL` when it is set (CI sets it to the machine's server), otherwise on a
@@ -9,9 +9,21 @@
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
 mod pg;
+mod redis;
 
 pub use pg::{PgServer, TestDatabase};
+pub use redis::{RedisServer, TestRedis};
 
 /// The variable naming an existing PostgreSQL server for tests (any database on it works as the
 /// admin connection; the user must be allowed to `CREATE DATABASE`).
 pub const TEST_DATABASE_URL_VAR: &str = "A2A_TEST_DATABASE_URL";
+
+/// The variable naming an existing Redis server for tests (each test uses its own key prefix).
+pub const TEST_REDIS_URL_VAR: &str = "A2A_TEST_REDIS_URL";
+
+pub(crate) fn free_port() -> Result<u16, String> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free port: {e}"))
+}

@@ -183,7 +183,7 @@ impl PgServer {
         // A few attempts: the free port found here can be taken before the server binds it.
         let mut last = String::new();
         for _ in 0..3 {
-            server.port = free_port()?;
+            server.port = crate::free_port()?;
             server.write_config()?;
             match server.start_again() {
                 Ok(()) => return Ok(server),
@@ -350,11 +350,4 @@ fn is_root() -> bool {
         .arg("-u")
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn free_port() -> Result<u16, String> {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("no free port: {e}"))
 }

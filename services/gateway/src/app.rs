@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use a2a_bus::{EventBus, LocalEventBus};
+use a2a_bus::{EventBus, LocalEventBus, RedisEventBus};
 use a2a_store::{MemoryTaskStore, PgOptions, PgTaskStore, TaskStore};
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, State};
@@ -22,12 +22,10 @@ use crate::service::A2aService;
 
 /// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
 /// connections open on first use, so a database that is down makes the gateway unready, not
-/// dead), else the in-memory one. Must run inside a tokio runtime. A configured Redis is refused
-/// rather than silently ignored until the Redis bus exists.
+/// dead), else the in-memory one; the Redis Streams bus when `A2A_REDIS_URL` is set (also
+/// connected on first use: while Redis is down, followers poll the event log), else the
+/// in-process bus. Must run inside a tokio runtime.
 pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService, String> {
-    if config.redis_url.is_some() {
-        return Err("A2A_REDIS_URL is set, but this build only has the in-process bus".into());
-    }
     // With PostgreSQL, API keys may also live in its `api_keys` table (`a2a-gateway keys`).
     let (store, keys): (Arc<dyn TaskStore>, Option<Arc<dyn KeyDirectory>>) =
         match &config.database_url {
@@ -39,7 +37,13 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
             }
             None => (Arc::new(MemoryTaskStore::new()), None),
         };
-    let bus: Arc<dyn EventBus> = Arc::new(LocalEventBus::new());
+    let bus: Arc<dyn EventBus> = match &config.redis_url {
+        Some(url) => Arc::new(
+            RedisEventBus::connect_lazy(url, &config.redis_prefix)
+                .map_err(|e| format!("A2A_REDIS_URL: {e}"))?,
+        ),
+        None => Arc::new(LocalEventBus::new()),
+    };
     let mut agents = AgentRegistry::builtin();
     if let Some(name) = &config.file.default_agent {
         agents.set_default(name)?;

@@ -37,6 +37,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "1 = `serve` applies database migrations before it starts; default 0 ([database] migrate)",
     ),
     ("A2A_REDIS_URL", "Redis URL; unset = in-process event bus"),
+    (
+        "A2A_REDIS_PREFIX",
+        "prefix of every Redis key the gateway uses (replicas of one deployment share it); \
+         default `a2a:`",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -52,6 +57,8 @@ pub struct Config {
     /// PostgreSQL pool settings: the file's `[database]` with the environment applied.
     pub database: DatabaseConfig,
     pub redis_url: Option<String>,
+    /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
+    pub redis_prefix: String,
     pub file: FileConfig,
 }
 
@@ -246,6 +253,7 @@ impl Config {
             database_url: nonempty("A2A_DATABASE_URL"),
             database,
             redis_url: nonempty("A2A_REDIS_URL"),
+            redis_prefix: nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
             file,
         })
     }

@@ -19,6 +19,7 @@ const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...]
 
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
+A2A_REDIS_PREFIX,
 A2A_CONFIG, RUST_LOG); see the README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).

@@ -123,8 +123,23 @@ impl GrpcBinding {
         Fut: Future<Output = Result<EventStream, A2aError>>,
     {
         let (ctx, activated, message) = self.context(req).await?;
-        let events = call(self.svc.clone(), ctx, message).await?;
-        Ok(respond(stream_of(events), &activated))
+        let mut events = call(self.svc.clone(), ctx, message).await?;
+        // gRPC messages carry no event id, so the response metadata names the first one's
+        // (`a2a-first-event-id`) when the service already has it (a SubscribeToTask snapshot);
+        // message k then has k more, which is what a client resumes from
+        // (`a2a-last-event-id`). Never waits: an event still to come sends no header.
+        let first = futures::FutureExt::now_or_never(events.next()).flatten();
+        let first_seq = first
+            .as_ref()
+            .and_then(|r| r.as_ref().ok())
+            .and_then(|e| e.seq);
+        let events = futures::stream::iter(first).chain(events).boxed();
+        let mut resp = respond(stream_of(events), &activated);
+        if let Some(seq) = first_seq {
+            resp.metadata_mut()
+                .insert(super::GRPC_FIRST_EVENT_ID, MetadataValue::from(seq));
+        }
+        Ok(resp)
     }
 }
 

@@ -18,11 +18,18 @@ use crate::service::RequestContext;
 
 pub const VERSION_HEADER: &str = "a2a-version";
 pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
+/// SSE reconnection (JSON-RPC and HTTP+JSON): the `id:` of the last event the client has.
+pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
+/// The same for gRPC, where there is no SSE: metadata `a2a-last-event-id: <seq>`.
+pub const GRPC_LAST_EVENT_ID: &str = "a2a-last-event-id";
+/// gRPC response metadata: the sequence number of the stream's first message, when known.
+pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
 /// The A2A service parameters of an HTTP request: `A2A-Version` (header, or the `A2A-Version`
-/// query parameter) and `A2A-Extensions` (comma-separated, possibly repeated).
+/// query parameter), `A2A-Extensions` (comma-separated, possibly repeated) and the resume point
+/// (`Last-Event-ID`, or `a2a-last-event-id` in gRPC metadata).
 pub fn request_context(
     headers: &HeaderMap,
     query: Option<&str>,
@@ -44,6 +51,18 @@ pub fn request_context(
                 ctx.extensions.push(uri.to_owned());
             }
         }
+    }
+    if let Some(value) = headers
+        .get(LAST_EVENT_ID_HEADER)
+        .or_else(|| headers.get(GRPC_LAST_EVENT_ID))
+    {
+        let seq = value.to_str().ok().and_then(|v| v.trim().parse().ok());
+        ctx.last_event_id = Some(seq.ok_or_else(|| {
+            A2aError::invalid_params(
+                "Last-Event-ID",
+                "must be the sequence number (SSE id) of an event",
+            )
+        })?);
     }
     Ok(ctx)
 }

@@ -41,6 +41,9 @@ pub struct RequestContext {
     pub extensions: Vec<String>,
     /// The caller proved an identity with one of the card's schemes.
     pub authenticated: bool,
+    /// The last event sequence number a reconnecting client already has (SSE `Last-Event-ID`,
+    /// gRPC metadata `a2a-last-event-id`): SubscribeToTask then resumes after it.
+    pub last_event_id: Option<u64>,
 }
 
 impl RequestContext {
@@ -49,6 +52,7 @@ impl RequestContext {
             owner: "anonymous".into(),
             extensions: Vec::new(),
             authenticated: false,
+            last_event_id: None,
         }
     }
 }
@@ -100,7 +104,7 @@ impl A2aService {
                 .expect("[auth] was validated when the config was parsed")
         });
         let card = card::Cards::build(&config, &agents, public_url, auth.as_ref());
-        Self {
+        let svc = Self {
             inner: Arc::new(Inner {
                 store,
                 bus,
@@ -112,7 +116,41 @@ impl A2aService {
                 running: Mutex::new(HashMap::new()),
                 shutdown,
             }),
-        }
+        };
+        svc.listen_for_control();
+        svc
+    }
+
+    /// Acts on control messages from other replicas (CancelTask received elsewhere for a turn
+    /// running here) until shutdown. Must be called inside a tokio runtime.
+    fn listen_for_control(&self) {
+        let mut control = self.inner.bus.control();
+        // Weak: the listener must not keep the service alive.
+        let inner = Arc::downgrade(&self.inner);
+        let shutdown = self.inner.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                let msg = tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    msg = futures::StreamExt::next(&mut control) => msg,
+                };
+                let (Some(a2a_bus::Control::Cancel { task_id }), Some(inner)) =
+                    (msg, inner.upgrade())
+                else {
+                    return;
+                };
+                let turn = inner
+                    .running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(&task_id)
+                    .cloned();
+                if let Some(turn) = turn {
+                    tracing::debug!(task_id, "canceling a turn at another replica's request");
+                    turn.cancel();
+                }
+            }
+        });
     }
 
     pub fn store(&self) -> &Arc<dyn TaskStore> {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use a2a_store::{Cursor, ListQuery, StoreError, TaskChange};
 use a2a_types::A2aError;
-use a2a_types::state::{is_interrupted, is_terminal, state_of};
+use a2a_types::state::{event_state, is_interrupted, is_settled, is_terminal, state_of};
 use a2a_types::v1::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -20,6 +20,9 @@ const DEFAULT_PAGE_SIZE: i32 = 50;
 const MAX_PAGE_SIZE: i32 = 100;
 /// How long CancelTask waits for the running turn to record CANCELED.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
+/// How long CancelTask waits for another replica's turn to record CANCELED before deciding that
+/// no turn runs anywhere (its replica died) and canceling directly.
+const REMOTE_CANCEL_WAIT: Duration = Duration::from_secs(3);
 /// Attempts of CancelTask against concurrent writers before giving up.
 const CANCEL_ATTEMPTS: usize = 5;
 
@@ -97,6 +100,8 @@ impl A2aService {
         self.check_extensions(ctx)?;
         validate::required_id(&req.id, "id")?;
         let store = &self.inner.store;
+        // Set once another replica was asked and did not answer: no turn runs anywhere.
+        let mut asked_others = false;
         for _ in 0..CANCEL_ATTEMPTS {
             let rec = store
                 .get(&ctx.owner, &req.id, None)
@@ -117,10 +122,30 @@ impl A2aService {
                 .unwrap_or_else(|e| e.into_inner())
                 .get(&req.id)
                 .cloned();
-            if let Some(turn) = running {
+            // A task that is not waiting for input has a turn running somewhere: here, or on
+            // another replica, which is asked through the bus.
+            let remote = running.is_none() && !is_interrupted(state) && !asked_others;
+            if running.is_some() || remote {
                 // The runner is the task's writer: ask it to stop and wait for CANCELED.
                 let bus = self.subscribe_bus(&req.id).await?;
-                turn.cancel();
+                if let Some(turn) = &running {
+                    turn.cancel();
+                } else {
+                    asked_others = true;
+                    let control = a2a_bus::Control::Cancel {
+                        task_id: req.id.clone(),
+                    };
+                    if let Err(e) = self.inner.bus.send_control(control).await {
+                        // Nobody can be asked (the bus is down): cancel directly.
+                        tracing::warn!(task_id = req.id, error = %e, "cannot ask other replicas to cancel");
+                        continue;
+                    }
+                }
+                let wait = if remote {
+                    REMOTE_CANCEL_WAIT
+                } else {
+                    CANCEL_WAIT
+                };
                 let mut task = rec.task;
                 let events = Follow {
                     store: store.clone(),
@@ -131,9 +156,7 @@ impl A2aService {
                     shutdown: self.inner.shutdown.clone(),
                 }
                 .into_stream();
-                if let Ok(result) =
-                    tokio::time::timeout(CANCEL_WAIT, settle(&mut task, events)).await
-                {
+                if let Ok(result) = tokio::time::timeout(wait, settle(&mut task, events)).await {
                     result?;
                 }
                 if state_of(&task) == TaskState::Canceled {
@@ -141,7 +164,8 @@ impl A2aService {
                 }
                 continue;
             }
-            // No turn runs here (the task waits for input): record CANCELED directly.
+            // No turn runs (the task waits for input, or the replica that ran it is gone): record
+            // CANCELED directly.
             let event = StreamResponse {
                 payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
                     task_id: req.id.clone(),
@@ -192,6 +216,18 @@ impl A2aService {
             .map_err(|e| store_error(&req.id, e))?
             .ok_or_else(|| A2aError::task_not_found(&req.id))?;
         let state = state_of(&rec.task);
+        if let Some(after) = ctx.last_event_id {
+            let stream = self
+                .resume(ctx, req.id, rec.seq, is_settled(state), after, bus)
+                .await?;
+            return Ok(stream
+                .map(move |item| {
+                    let _permit = &permit;
+                    item
+                })
+                .boxed());
+        }
+        let state = state_of(&rec.task);
         if is_terminal(state) {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {} is {}; a terminal task has no more events",
@@ -228,6 +264,62 @@ impl A2aService {
                 item
             })
             .boxed())
+    }
+
+    /// A reconnecting subscriber (`Last-Event-ID: after`): no Task snapshot, the first event is
+    /// the one after `after`. The events it missed come from the event log, then the live tail
+    /// follows; like any stream it ends after the first terminal or interrupted state, so a
+    /// terminal task's events can still be replayed. `bus` was subscribed before `current` (the
+    /// snapshot's seq) was read, so nothing falls between the replay and the tail.
+    async fn resume(
+        &self,
+        ctx: &RequestContext,
+        task_id: String,
+        current: u64,
+        settled_now: bool,
+        after: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+    ) -> Result<EventStream, A2aError> {
+        if after > current {
+            return Err(A2aError::invalid_params(
+                "Last-Event-ID",
+                format!("task {task_id} has no event {after} (its last is {current})"),
+            ));
+        }
+        let logged = self
+            .inner
+            .store
+            .events_after(&ctx.owner, &task_id, after)
+            .await
+            .map_err(|e| store_error(&task_id, e))?;
+        let mut replay = Vec::with_capacity(logged.len());
+        let mut last = after;
+        for e in logged {
+            last = e.seq;
+            let settled = event_state(&e.event).is_some_and(is_settled);
+            replay.push(Ok(SeqEvent {
+                seq: Some(e.seq),
+                event: e.event,
+            }));
+            if settled {
+                return Ok(futures::stream::iter(replay).boxed());
+            }
+        }
+        // Nothing after the snapshot and the snapshot is settled: the client already has the
+        // end of the stream.
+        if last >= current && settled_now {
+            return Ok(futures::stream::iter(replay).boxed());
+        }
+        let tail = Follow {
+            store: self.inner.store.clone(),
+            bus,
+            owner: ctx.owner.clone(),
+            task_id,
+            after_seq: last,
+            shutdown: self.inner.shutdown.clone(),
+        }
+        .into_stream();
+        Ok(futures::stream::iter(replay).chain(tail).boxed())
     }
 
     pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, A2aError> {

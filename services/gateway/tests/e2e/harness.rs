@@ -47,10 +47,34 @@ impl TestGateway {
         Self::launch(toml, Some(database_url), None).await
     }
 
+    /// A replica: the PostgreSQL database at `database_url` plus the Redis bus at `redis`'s URL
+    /// and key prefix, as `A2A_DATABASE_URL`, `A2A_REDIS_URL` and `A2A_REDIS_PREFIX` would. Start
+    /// several on the same database and Redis for a multi-replica deployment.
+    pub async fn with_database_and_redis(
+        toml: &str,
+        database_url: &str,
+        redis: &a2a_testing::TestRedis,
+    ) -> Self {
+        let env = [
+            ("A2A_REDIS_URL", redis.url().to_owned()),
+            ("A2A_REDIS_PREFIX", redis.prefix().to_owned()),
+        ];
+        Self::launch_with(toml, Some(database_url), None, &env).await
+    }
+
     async fn launch(
         toml: &str,
         database_url: Option<&str>,
         database: Option<a2a_testing::TestDatabase>,
+    ) -> Self {
+        Self::launch_with(toml, database_url, database, &[]).await
+    }
+
+    async fn launch_with(
+        toml: &str,
+        database_url: Option<&str>,
+        database: Option<a2a_testing::TestDatabase>,
+        env: &[(&str, String)],
     ) -> Self {
         let file = FileConfig::parse(toml).expect("test config parses");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -59,7 +83,10 @@ impl TestGateway {
         let config = Config::from_parts(file, |k| match k {
             "A2A_LISTEN" => Some(listen.clone()),
             "A2A_DATABASE_URL" => database_url.map(str::to_owned),
-            _ => None,
+            k => env
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.clone()),
         })
         .unwrap();
         if database_url.is_some() {

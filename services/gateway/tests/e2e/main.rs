@@ -15,5 +15,6 @@ mod lifecycle;
 mod listing;
 mod postgres;
 mod push_configs;
+mod redis;
 mod rest;
 mod streams;

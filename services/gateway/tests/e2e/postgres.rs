@@ -8,5 +8,5 @@ mod crash;
 mod keys;
 mod operations;
 mod outage;
-mod process;
+pub(crate) mod process;
 mod restart;

@@ -1,0 +1,509 @@
+//! The Redis Streams bus (`A2A_REDIS_URL`): any replica serves any task's stream.
+//!
+//! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
+//! MAXLEN, expiry refreshed on every write) and to the worker stream `{prefix}events`, which the
+//! push worker reads through a consumer group. Each entry carries the task id (`t`), the sequence
+//! number (`s`) and the StreamResponse (`e`: a version byte, then its protobuf encoding).
+//!
+//! `subscribe` does not cost a connection: one reader task per bus multiplexes a single
+//! `XREAD BLOCK` over the streams of every subscribed task and fans entries out through bounded
+//! local channels, so thousands of idle subscribers share one connection. A subscriber that falls
+//! behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and re-reads the
+//! event log; the reader reconnects with backoff.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_types::state::{event_state, is_terminal};
+use a2a_types::v1::StreamResponse;
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use prost::Message;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::streams::StreamReadReply;
+use redis::{AsyncConnectionConfig, Client};
+use tokio::sync::{OnceCell, broadcast, mpsc};
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::{BusError, BusEvent, BusItem, Control, EventBus};
+
+/// First byte of every encoded event, so the format can change without misreading old entries.
+const FORMAT_V1: u8 = 1;
+/// Entries kept per task stream; a follower further behind than this re-reads the event log.
+const TASK_MAXLEN: usize = 1000;
+/// Entries kept in the worker stream (approximate); bounds Redis memory if the worker is down.
+const EVENTS_MAXLEN: usize = 100_000;
+/// A task stream outlives its last write by this long, then Redis drops it.
+const TASK_TTL_SECS: u64 = 3600;
+/// How long one XREAD waits; new subscriptions wake it earlier through the wake stream.
+const BLOCK_MS: u64 = 1000;
+/// Entries buffered per subscriber. One slot is kept free for the Lagged notice.
+const SUBSCRIBER_CAPACITY: usize = 64;
+/// Control messages kept; they are acted on within a block of being sent.
+const CONTROL_MAXLEN: usize = 1000;
+/// The reader starts reading control messages this far back (on this process's clock), so a
+/// clock skew with the Redis server does not lose the first ones; replaying a cancel for a turn
+/// that does not run here does nothing.
+const CONTROL_SLACK_MS: u64 = 5000;
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
+
+/// A Redis stream id, `ms-seq`, compared numerically.
+type StreamId = (u64, u64);
+
+fn parse_id(id: &str) -> StreamId {
+    let (ms, seq) = id.split_once('-').unwrap_or((id, "0"));
+    (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
+}
+
+struct Subscriber {
+    tx: mpsc::Sender<BusItem>,
+    /// The last entry this subscriber has seen (or the stream's end when it subscribed).
+    last: StreamId,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// Subscribers by task id, then by subscription id.
+    tasks: HashMap<String, HashMap<u64, Subscriber>>,
+}
+
+struct Shared {
+    prefix: String,
+    registry: Mutex<Registry>,
+    next_sub: AtomicU64,
+    /// Control messages read from `{prefix}control`, for this process's listeners.
+    control: broadcast::Sender<Control>,
+    /// This process's wake stream: a write to it ends the reader's current XREAD at once, so a new
+    /// subscription is read without waiting out the block.
+    wake_key: String,
+    /// A wake-up is on its way to the reader: later subscriptions ride on it instead of each
+    /// sending one (subscribing 10,000 tasks would otherwise restart the XREAD 10,000 times).
+    wake_pending: AtomicBool,
+}
+
+#[derive(Clone)]
+pub struct RedisEventBus {
+    client: Client,
+    /// Opened on first use, so a Redis that is down at startup degrades streams to polling the
+    /// event log instead of stopping the gateway; retried on every call until it opens.
+    conn: Arc<OnceCell<ConnectionManager>>,
+    shared: Arc<Shared>,
+    reader: Arc<ReaderHandle>,
+}
+
+/// Stops the reader task when the last clone of the bus is dropped.
+struct ReaderHandle(tokio::task::JoinHandle<()>);
+
+impl Drop for ReaderHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl RedisEventBus {
+    /// A bus on the Redis at `url`; every key it touches starts with `prefix` (e.g. `a2a:`).
+    /// Connects in the background; must run inside a tokio runtime.
+    pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
+        let client = Client::open(url).map_err(unavailable)?;
+        let shared = Arc::new(Shared {
+            prefix: prefix.to_owned(),
+            registry: Mutex::default(),
+            next_sub: AtomicU64::new(1),
+            control: broadcast::channel(crate::CONTROL_CAPACITY).0,
+            wake_key: format!("{prefix}wake:{:016x}", rand_u64()),
+            wake_pending: AtomicBool::new(false),
+        });
+        let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
+        Ok(Self {
+            client,
+            conn: Arc::default(),
+            shared,
+            reader: Arc::new(ReaderHandle(reader)),
+        })
+    }
+
+    /// The shared, self-reconnecting connection for publishing and positioning subscriptions.
+    async fn conn(&self) -> Result<ConnectionManager, BusError> {
+        // One quick retry: a call made while Redis is down fails fast (the caller degrades to the
+        // event log) instead of stalling a task runner through a long backoff.
+        let config = ConnectionManagerConfig::new()
+            .set_number_of_retries(1)
+            .set_max_delay(MAX_BACKOFF)
+            .set_response_timeout(Some(Duration::from_secs(2)))
+            .set_connection_timeout(Some(Duration::from_secs(2)));
+        self.conn
+            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), config))
+            .await
+            .cloned()
+            .map_err(unavailable)
+    }
+
+    fn task_key(&self, task_id: &str) -> String {
+        task_key(&self.shared.prefix, task_id)
+    }
+
+    /// Number of tasks with local subscribers (for tests and metrics).
+    pub fn open_channels(&self) -> usize {
+        let _ = &self.reader;
+        self.shared
+            .registry
+            .lock()
+            .map(|r| r.tasks.len())
+            .unwrap_or(0)
+    }
+}
+
+fn control_key(prefix: &str) -> String {
+    format!("{prefix}control")
+}
+
+fn task_key(prefix: &str, task_id: &str) -> String {
+    format!("{prefix}task:{task_id}")
+}
+
+fn unavailable(e: impl std::fmt::Display) -> BusError {
+    BusError::Unavailable(e.to_string())
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Process-unique enough for a wake-stream name; no extra dependency for one random number.
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+fn encode(event: &StreamResponse) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(1 + event.encoded_len());
+    buf.push(FORMAT_V1);
+    event.encode(&mut buf).expect("Vec grows as needed");
+    buf
+}
+
+fn decode(entry: &redis::streams::StreamId) -> Option<BusEvent> {
+    let task_id: String = entry.get("t")?;
+    let seq: u64 = entry.get("s")?;
+    let bytes: Vec<u8> = entry.get("e")?;
+    let (&version, body) = bytes.split_first()?;
+    if version != FORMAT_V1 {
+        return None;
+    }
+    let event = StreamResponse::decode(body).ok()?;
+    Some(BusEvent {
+        task_id,
+        seq,
+        event: Arc::new(event),
+    })
+}
+
+#[async_trait]
+impl EventBus for RedisEventBus {
+    async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
+        let key = self.task_key(&event.task_id);
+        let body = encode(&event.event);
+        let seq = event.seq.to_string();
+        let fields: [(&str, &[u8]); 3] = [
+            ("t", event.task_id.as_bytes()),
+            ("s", seq.as_bytes()),
+            ("e", &body),
+        ];
+        let mut pipe = redis::pipe();
+        pipe.cmd("XADD")
+            .arg(&key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(TASK_MAXLEN)
+            .arg("*")
+            .arg(&fields[..])
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(&key)
+            .arg(TASK_TTL_SECS)
+            .ignore()
+            .cmd("XADD")
+            .arg(format!("{}events", self.shared.prefix))
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(EVENTS_MAXLEN)
+            .arg("*")
+            .arg(&fields[..])
+            .ignore();
+        let mut conn = self.conn().await?;
+        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
+        let key = self.task_key(task_id);
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
+        // "From now on" is the stream's current last entry; anything published after this call
+        // returns has a larger id, so the reader cannot miss it however late it picks the key up.
+        let last = match self.conn().await {
+            Ok(mut conn) => redis::cmd("XREVRANGE")
+                .arg(&key)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(1)
+                .query_async::<Vec<(String, HashMap<String, redis::Value>)>>(&mut conn)
+                .await
+                .map_err(unavailable),
+            Err(e) => Err(e),
+        };
+        let last = match last {
+            Ok(last) => last.first().map(|(id, _)| parse_id(id)).unwrap_or((0, 0)),
+            Err(e) => {
+                // Redis is down: the follower polls the log until it is back. Start from the
+                // clock (ids are server milliseconds); an older entry read later is a sequence
+                // number the follower already has and skips.
+                tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
+                let _ = tx.try_send(BusItem::Lagged);
+                (now_ms(), 0)
+            }
+        };
+        let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
+        let new_key = {
+            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
+            let subs = registry.tasks.entry(task_id.to_owned()).or_default();
+            subs.insert(sub_id, Subscriber { tx, last });
+            subs.len() == 1
+        };
+        // Registered before the flag is read: a pending wake-up, cleared by the reader before
+        // it lists the streams, covers this subscription too.
+        if new_key
+            && !self.shared.wake_pending.swap(true, Ordering::AcqRel)
+            && let Ok(mut conn) = self.conn().await
+        {
+            // Cut the reader's current block short so it starts reading this task now.
+            let _: Result<(), _> = redis::cmd("XADD")
+                .arg(&self.shared.wake_key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(10)
+                .arg("*")
+                .arg("w")
+                .arg(1)
+                .query_async(&mut conn)
+                .await;
+        }
+        let guard = Unsubscribe {
+            shared: self.shared.clone(),
+            task_id: task_id.to_owned(),
+            sub_id,
+        };
+        Ok(ReceiverStream::new(rx)
+            .map(move |item| {
+                let _keep = &guard;
+                item
+            })
+            .boxed())
+    }
+
+    async fn send_control(&self, control: Control) -> Result<(), BusError> {
+        let Control::Cancel { task_id } = control;
+        let mut conn = self.conn().await?;
+        redis::cmd("XADD")
+            .arg(control_key(&self.shared.prefix))
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(CONTROL_MAXLEN)
+            .arg("*")
+            .arg("cancel")
+            .arg(task_id)
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
+    fn control(&self) -> BoxStream<'static, Control> {
+        BroadcastStream::new(self.shared.control.subscribe())
+            .filter_map(|item| async move { item.ok() })
+            .boxed()
+    }
+}
+
+fn unavailable_lock<T>(_: T) -> BusError {
+    BusError::Unavailable("bus lock poisoned".into())
+}
+
+/// Removes the subscription when its stream is dropped.
+struct Unsubscribe {
+    shared: Arc<Shared>,
+    task_id: String,
+    sub_id: u64,
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        if let Ok(mut registry) = self.shared.registry.lock()
+            && let Some(subs) = registry.tasks.get_mut(&self.task_id)
+        {
+            subs.remove(&self.sub_id);
+            if subs.is_empty() {
+                registry.tasks.remove(&self.task_id);
+            }
+        }
+    }
+}
+
+/// The reader: one connection, one XREAD at a time over every subscribed task's stream.
+async fn read_loop(client: Client, shared: Arc<Shared>) {
+    let mut backoff = Duration::from_millis(50);
+    let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
+    loop {
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(
+                Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
+            ))
+            .set_connection_timeout(Some(Duration::from_secs(2)));
+        let mut conn = match client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+        {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
+                lag_everyone(&shared);
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+                continue;
+            }
+        };
+        backoff = Duration::from_millis(50);
+        if let Err(e) = read_until_error(&mut conn, &shared, &mut control_id).await {
+            tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
+            // Entries may have been missed while the connection was down: every follower
+            // re-reads the event log, which is the record.
+            lag_everyone(&shared);
+            tokio::time::sleep(backoff).await;
+        }
+    }
+}
+
+async fn read_until_error(
+    conn: &mut MultiplexedConnection,
+    shared: &Shared,
+    control_id: &mut StreamId,
+) -> redis::RedisResult<()> {
+    let mut wake_id = "$".to_owned();
+    loop {
+        shared.wake_pending.store(false, Ordering::Release);
+        // Each stream is read from the oldest position any of its subscribers still needs.
+        let positions: Vec<(String, StreamId)> = {
+            let registry = shared.registry.lock().expect("bus lock");
+            registry
+                .tasks
+                .iter()
+                .filter_map(|(task, subs)| {
+                    let min = subs.values().map(|s| s.last).min()?;
+                    Some((task_key(&shared.prefix, task), min))
+                })
+                .collect()
+        };
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT").arg(256).arg("BLOCK").arg(BLOCK_MS);
+        cmd.arg("STREAMS");
+        for (key, _) in &positions {
+            cmd.arg(key);
+        }
+        let control = control_key(&shared.prefix);
+        cmd.arg(&shared.wake_key).arg(&control);
+        for (_, (ms, seq)) in &positions {
+            cmd.arg(format!("{ms}-{seq}"));
+        }
+        cmd.arg(&wake_id)
+            .arg(format!("{}-{}", control_id.0, control_id.1));
+        let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
+        let Some(reply) = reply else { continue };
+        for stream in reply.keys {
+            if stream.key == shared.wake_key {
+                if let Some(last) = stream.ids.last() {
+                    wake_id = last.id.clone();
+                }
+                continue;
+            }
+            if stream.key == control {
+                for entry in &stream.ids {
+                    *control_id = parse_id(&entry.id);
+                    if let Some(task_id) = entry.get::<String>("cancel") {
+                        // No listener is fine: nothing runs here to act on it.
+                        let _ = shared.control.send(Control::Cancel { task_id });
+                    }
+                }
+                continue;
+            }
+            let task_prefix = task_key(&shared.prefix, "");
+            if let Some(task_id) = stream.key.strip_prefix(&task_prefix) {
+                fan_out(shared, task_id, &stream.ids);
+            }
+        }
+    }
+}
+
+/// Delivers entries of one task stream to each subscriber that has not seen them yet.
+fn fan_out(shared: &Shared, task_id: &str, entries: &[redis::streams::StreamId]) {
+    let mut registry = shared.registry.lock().expect("bus lock");
+    for entry in entries {
+        let id = parse_id(&entry.id);
+        let Some(subs) = registry.tasks.get_mut(task_id) else {
+            return;
+        };
+        let Some(event) = decode(entry).filter(|ev| ev.task_id == task_id) else {
+            // Step over it (or the reader would read it again forever); the followers re-read
+            // the event log, which has the event.
+            tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
+            for sub in subs.values_mut() {
+                sub.last = sub.last.max(id);
+                let _ = sub.tx.try_send(BusItem::Lagged);
+            }
+            continue;
+        };
+        let terminal = event_state(&event.event).is_some_and(is_terminal);
+        subs.retain(|_, sub| {
+            if id <= sub.last {
+                return true;
+            }
+            sub.last = id;
+            if sub.tx.capacity() > 1 {
+                let _ = sub.tx.try_send(BusItem::Event(event.clone()));
+            } else {
+                // Full: drop the event and say so (the last slot is kept for this notice).
+                let _ = sub.tx.try_send(BusItem::Lagged);
+            }
+            // The terminal event ends the subscription: dropping the sender closes the stream.
+            !terminal && !sub.tx.is_closed()
+        });
+        if subs.is_empty() {
+            registry.tasks.remove(task_id);
+        }
+    }
+}
+
+fn lag_everyone(shared: &Shared) {
+    if let Ok(registry) = shared.registry.lock() {
+        for sub in registry.tasks.values().flat_map(|s| s.values()) {
+            let _ = sub.tx.try_send(BusItem::Lagged);
+        }
+    }
+}
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! The Redis bus against a real Redis: the conformance suite, lag, restarts.
+
+use super::*;
+
+/// The bus plus the test's Redis slice, kept alive (and cleaned up) with it.
+struct TestBus(RedisEventBus, #[allow(dead_code)] a2a_testing::TestRedis);
+
+#[async_trait]
+impl EventBus for TestBus {
+    async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
+        self.0.publish(event).await
+    }
+    async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
+        self.0.subscribe(task_id).await
+    }
+    async fn send_control(&self, control: Control) -> Result<(), BusError> {
+        self.0.send_control(control).await
+    }
+    fn control(&self) -> BoxStream<'static, Control> {
+        self.0.control()
+    }
+}
+
+async fn bus() -> TestBus {
+    let redis = a2a_testing::TestRedis::create().await;
+    let bus = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).expect("a Redis URL");
+    TestBus(bus, redis)
+}
+
+crate::bus_conformance_suite!(bus().await);
+
+#[test]
+fn stream_ids_compare_numerically() {
+    assert!(parse_id("10-0") > parse_id("9-5"));
+    assert!(parse_id("9-10") > parse_id("9-9"));
+}
+
+#[tokio::test]
+async fn events_round_trip_through_the_encoding() {
+    let ev = crate::suite::working("t", 3);
+    let body = encode(&ev.event);
+    assert_eq!(body[0], FORMAT_V1);
+    assert_eq!(
+        StreamResponse::decode(&body[1..]).unwrap(),
+        *ev.event,
+        "version byte, then protobuf"
+    );
+}
+
+#[tokio::test]
+async fn slow_subscribers_are_told_they_lagged() {
+    let bus = bus().await;
+    let mut sub = bus.subscribe("t").await.unwrap();
+    for seq in 1..=(SUBSCRIBER_CAPACITY as u64 + 10) {
+        bus.publish(crate::suite::working("t", seq)).await.unwrap();
+    }
+    let mut saw_lag = false;
+    while let Ok(Some(item)) = tokio::time::timeout(Duration::from_millis(500), sub.next()).await {
+        saw_lag |= item == BusItem::Lagged;
+    }
+    assert!(saw_lag, "a subscriber that does not read is told it lagged");
+}
+
+#[tokio::test]
+async fn subscribers_survive_a_redis_restart() {
+    let server = Arc::new(a2a_testing::RedisServer::start().unwrap());
+    let redis = a2a_testing::TestRedis::on(&server);
+    let bus = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let mut sub = bus.subscribe("t").await.unwrap();
+    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+    assert!(matches!(first, Ok(Some(BusItem::Event(ev))) if ev.seq == 1));
+
+    server.stop().unwrap();
+    let lag = tokio::time::timeout(Duration::from_secs(10), sub.next()).await;
+    assert_eq!(
+        lag.unwrap(),
+        Some(BusItem::Lagged),
+        "told to re-read the log"
+    );
+    assert!(bus.publish(crate::suite::working("t", 2)).await.is_err());
+
+    server.start_again().unwrap();
+    // Publishing succeeds again once the connection manager has reconnected.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while bus.publish(crate::suite::working("t", 3)).await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "publish works again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), sub.next()).await {
+            Ok(Some(BusItem::Lagged)) => continue,
+            Ok(Some(BusItem::Event(ev))) => {
+                assert_eq!(ev.seq, 3);
+                break;
+            }
+            other => panic!("expected seq 3 after the restart, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn subscribing_while_redis_is_down_says_lagged_then_follows_once_it_is_back() {
+    let server = Arc::new(a2a_testing::RedisServer::start().unwrap());
+    let redis = a2a_testing::TestRedis::on(&server);
+    server.stop().unwrap();
+    let bus = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let mut sub = bus
+        .subscribe("t")
+        .await
+        .expect("subscribe never fails on Redis");
+    assert_eq!(sub.next().await, Some(BusItem::Lagged));
+    server.start_again().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while bus.publish(crate::suite::working("t", 1)).await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "publish works once Redis is up"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), sub.next()).await {
+            Ok(Some(BusItem::Lagged)) => continue,
+            Ok(Some(BusItem::Event(ev))) => break assert_eq!(ev.seq, 1),
+            other => panic!("expected seq 1, got {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_entry_that_does_not_decode_is_stepped_over() {
+    let bus = bus().await;
+    let mut sub = bus.subscribe("t").await.unwrap();
+    let mut conn = bus.0.conn().await.unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(bus.0.task_key("t"))
+        .arg("*")
+        .arg("t")
+        .arg("t")
+        .arg("s")
+        .arg(1)
+        .arg("e")
+        .arg(&[9u8, 9, 9][..])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    bus.publish(crate::suite::working("t", 2)).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+    assert_eq!(
+        first.unwrap(),
+        Some(BusItem::Lagged),
+        "told to re-read the log"
+    );
+    let second = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+    assert!(matches!(second.unwrap(), Some(BusItem::Event(ev)) if ev.seq == 2));
+}
