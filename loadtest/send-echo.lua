@@ -2,6 +2,11 @@
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["A2A-Version"] = "1.0"
+-- loadtest/bench-auth.sh sets BENCH_TOKEN to measure authenticated requests.
+local token = os.getenv("BENCH_TOKEN")
+if token and token ~= "" then
+  wrk.headers["Authorization"] = "Bearer " .. token
+end
 
 local counter = 0
 local thread_id = 0

@@ -46,6 +46,12 @@ pub struct SchemeConfig {
     /// Clock skew allowed on exp/nbf.
     #[serde(default = "default_leeway")]
     pub leeway_secs: u64,
+    /// How many verified tokens are remembered (0 turns the cache off), and for how long at
+    /// most: a key withdrawn from the JWKS stops being trusted within that time.
+    #[serde(default = "default_token_cache_size")]
+    pub token_cache_size: usize,
+    #[serde(default = "default_token_cache_secs")]
+    pub token_cache_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -77,4 +83,12 @@ fn default_leeway() -> u64 {
 
 fn default_min_refresh() -> u64 {
     10
+}
+
+fn default_token_cache_size() -> usize {
+    10_000
+}
+
+fn default_token_cache_secs() -> u64 {
+    60
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::config::SchemeConfig;
+use super::token_cache::TokenCache;
 
 /// What a valid token says about its bearer.
 #[derive(Debug, Clone)]
@@ -35,11 +36,13 @@ pub struct JwtVerifier {
     cache: RwLock<Option<(Arc<JwkSet>, Instant)>>,
     /// Held while fetching (one fetch at a time); holds the time of the last attempt.
     refresh: tokio::sync::Mutex<Option<Instant>>,
+    verified: TokenCache,
 }
 
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    exp: u64,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -98,12 +101,23 @@ impl JwtVerifier {
             http,
             cache: RwLock::new(None),
             refresh: tokio::sync::Mutex::new(None),
+            verified: TokenCache::new(c.token_cache_size, Duration::from_secs(c.token_cache_secs)),
         })
     }
 
-    /// Checks signature, algorithm, iss, aud, exp and nbf. The error says what is wrong and
-    /// never contains the token.
+    /// Checks signature, algorithm, iss, aud, exp and nbf, or finds the token among those that
+    /// passed recently. The error says what is wrong and never contains the token.
     pub async fn verify(&self, token: &str) -> Result<Verified, String> {
+        if let Some(v) = self.verified.get(token) {
+            return Ok(v);
+        }
+        let (verified, exp) = self.check(token).await?;
+        self.verified.put(token, &verified, exp);
+        Ok(verified)
+    }
+
+    /// The full check; also returns the token's `exp`.
+    async fn check(&self, token: &str) -> Result<(Verified, u64), String> {
         // `alg: none` is not an `Algorithm`, so such a token fails here as malformed.
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| "malformed token or unsupported algorithm".to_owned())?;
@@ -152,10 +166,11 @@ impl JwtVerifier {
             Some(Value::String(s)) => scopes.extend(s.split_whitespace().map(String::from)),
             _ => {}
         }
-        Ok(Verified {
+        let verified = Verified {
             principal: format!("{}|{}", self.issuer, c.sub),
             scopes,
-        })
+        };
+        Ok((verified, c.exp))
     }
 
     fn cached(&self, kid: &str) -> Option<Jwk> {

@@ -6,6 +6,7 @@
 
 pub mod config;
 pub mod jwt;
+mod token_cache;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
