@@ -158,9 +158,10 @@ impl Authenticator {
                 .iter()
                 .map(|(n, s)| (n.clone(), s.scheme.clone()))
                 .collect(),
-            // Only explicit requirements go on the card; without them any scheme will do.
-            card_requirements: c
-                .requirements
+            // The card lists what is enforced, also when the config leaves the requirements
+            // implicit (any one scheme): clients such as the SDKs' auth interceptors pick their
+            // credentials from `securityRequirements`.
+            card_requirements: declared
                 .iter()
                 .map(|set| SecurityRequirement {
                     schemes: set

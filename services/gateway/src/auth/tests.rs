@@ -153,3 +153,24 @@ fn config_errors() {
         .contains("HMAC")
     );
 }
+
+#[test]
+fn implicit_requirements_are_published_as_one_alternative_per_scheme() {
+    let a = auth(
+        r#"
+        [schemes.a]
+        scheme = { apiKeySecurityScheme = { location = "header", name = "X-A" } }
+        keys = [{ id = "a", key = "a" }]
+        [schemes.b]
+        scheme = { apiKeySecurityScheme = { location = "header", name = "X-B" } }
+        keys = [{ id = "b", key = "b" }]
+    "#,
+    );
+    let (schemes, requirements) = a.card();
+    assert_eq!(schemes.len(), 2);
+    let published: Vec<Vec<&str>> = requirements
+        .iter()
+        .map(|r| r.schemes.keys().map(String::as_str).collect())
+        .collect();
+    assert_eq!(published, vec![vec!["a"], vec!["b"]]);
+}
