@@ -53,6 +53,24 @@ def base_url():
     return url.rstrip("/")
 
 
+def _url(var):
+    url = os.environ.get(var)
+    if not url:
+        pytest.fail(f"{var} is not set: run the interop test through scripts/interop")
+    return url.rstrip("/")
+
+
+@pytest.fixture(scope="session")
+def auth_url():
+    """The gateway that enforces bearer tokens of the interop issuer (scope a2a:write)."""
+    return _url("A2A_INTEROP_AUTH_URL")
+
+
+@pytest.fixture(scope="session")
+def issuer_url():
+    return _url("A2A_INTEROP_ISSUER_URL")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """A skipped test is a failed test here: the interop run must never skip silently."""

@@ -117,7 +117,7 @@ class _GrpcStreamRecorder(grpc.aio.UnaryStreamClientInterceptor):
 
 
 @contextlib.asynccontextmanager
-async def sdk_client(base_url, binding, *, streaming, wire=None):
+async def sdk_client(base_url, binding, *, streaming, wire=None, interceptors=None):
     """An SDK client for `binding`, built from the gateway's public agent card."""
     wire = wire or Wire()
     http = httpx.AsyncClient(
@@ -143,7 +143,7 @@ async def sdk_client(base_url, binding, *, streaming, wire=None):
             f"the agent card at {base_url}/.well-known/agent-card.json does not list binding "
             f"{binding!r}; supportedInterfaces = {listed}"
         )
-        client = factory.create(card)
+        client = factory.create(card, interceptors)
         transport = client._transport  # the SDK keeps it here; no public accessor
         transport = getattr(transport, "_base", transport)  # TenantTransportDecorator, if any
         assert isinstance(transport, TRANSPORT_CLASS[binding]), (
