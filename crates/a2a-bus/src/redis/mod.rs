@@ -5,14 +5,17 @@
 //! push worker reads through a consumer group. Each entry carries the task id (`t`), the sequence
 //! number (`s`) and the StreamResponse (`e`: a version byte, then its protobuf encoding).
 //!
-//! `subscribe` does not cost a connection: one reader task per bus multiplexes a single
-//! `XREAD BLOCK` over the streams of every subscribed task and fans entries out through bounded
-//! local channels, so thousands of idle subscribers share one connection. A subscriber that falls
-//! behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and re-reads the
-//! event log; the reader reconnects with backoff.
+//! `subscribe` costs neither a connection nor a Redis command per event: one reader task per bus
+//! follows `{prefix}events` (every event of every task, in commit order) with a single
+//! `XREAD BLOCK` and hands each entry to the local subscribers of its task through bounded
+//! channels. The work per event is therefore the same for 1 or 10,000 subscribers (an XREAD over
+//! one stream per subscribed task would grow with every subscription); the price is that every
+//! replica reads every event, which is small next to what it takes to commit them. A subscriber
+//! that falls behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and
+//! re-reads the event log; the reader reconnects with backoff.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -39,8 +42,10 @@ const TASK_MAXLEN: usize = 1000;
 const EVENTS_MAXLEN: usize = 100_000;
 /// A task stream outlives its last write by this long, then Redis drops it.
 const TASK_TTL_SECS: u64 = 3600;
-/// How long one XREAD waits; new subscriptions wake it earlier through the wake stream.
+/// How long one XREAD waits before it is issued again (it returns at once when entries arrive).
 const BLOCK_MS: u64 = 1000;
+/// Entries taken per XREAD.
+const READ_COUNT: usize = 512;
 /// Entries buffered per subscriber. One slot is kept free for the Lagged notice.
 const SUBSCRIBER_CAPACITY: usize = 64;
 /// Control messages kept; they are acted on within a block of being sent.
@@ -61,7 +66,8 @@ fn parse_id(id: &str) -> StreamId {
 
 struct Subscriber {
     tx: mpsc::Sender<BusItem>,
-    /// The last entry this subscriber has seen (or the stream's end when it subscribed).
+    /// The last entry of `{prefix}events` this subscriber has seen (or the stream's end when it
+    /// subscribed): entries up to it were published before the subscription and are skipped.
     last: StreamId,
 }
 
@@ -77,12 +83,6 @@ struct Shared {
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
-    /// This process's wake stream: a write to it ends the reader's current XREAD at once, so a new
-    /// subscription is read without waiting out the block.
-    wake_key: String,
-    /// A wake-up is on its way to the reader: later subscriptions ride on it instead of each
-    /// sending one (subscribing 10,000 tasks would otherwise restart the XREAD 10,000 times).
-    wake_pending: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -114,8 +114,6 @@ impl RedisEventBus {
             registry: Mutex::default(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
-            wake_key: format!("{prefix}wake:{:016x}", rand_u64()),
-            wake_pending: AtomicBool::new(false),
         });
         let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
         Ok(Self {
@@ -165,6 +163,26 @@ fn task_key(prefix: &str, task_id: &str) -> String {
     format!("{prefix}task:{task_id}")
 }
 
+fn events_key(prefix: &str) -> String {
+    format!("{prefix}events")
+}
+
+/// The id of the last entry of `key` (`0-0` when it is empty or missing).
+async fn last_id(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &str,
+) -> redis::RedisResult<StreamId> {
+    let last: Vec<(String, HashMap<String, redis::Value>)> = redis::cmd("XREVRANGE")
+        .arg(key)
+        .arg("+")
+        .arg("-")
+        .arg("COUNT")
+        .arg(1)
+        .query_async(conn)
+        .await?;
+    Ok(last.first().map(|(id, _)| parse_id(id)).unwrap_or((0, 0)))
+}
+
 fn unavailable(e: impl std::fmt::Display) -> BusError {
     BusError::Unavailable(e.to_string())
 }
@@ -174,20 +192,6 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// Process-unique enough for a wake-stream name; no extra dependency for one random number.
-fn rand_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.write_u32(std::process::id());
-    h.finish()
 }
 
 fn encode(event: &StreamResponse) -> Vec<u8> {
@@ -238,7 +242,7 @@ impl EventBus for RedisEventBus {
             .arg(TASK_TTL_SECS)
             .ignore()
             .cmd("XADD")
-            .arg(format!("{}events", self.shared.prefix))
+            .arg(events_key(&self.shared.prefix))
             .arg("MAXLEN")
             .arg("~")
             .arg(EVENTS_MAXLEN)
@@ -250,58 +254,33 @@ impl EventBus for RedisEventBus {
     }
 
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
-        let key = self.task_key(task_id);
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
-        // "From now on" is the stream's current last entry; anything published after this call
-        // returns has a larger id, so the reader cannot miss it however late it picks the key up.
+        // "From now on" is the events stream's current last entry; anything published after
+        // this call returns has a larger id, and the reader, which reads that stream in order,
+        // reaches it after this subscription is registered.
         let last = match self.conn().await {
-            Ok(mut conn) => redis::cmd("XREVRANGE")
-                .arg(&key)
-                .arg("+")
-                .arg("-")
-                .arg("COUNT")
-                .arg(1)
-                .query_async::<Vec<(String, HashMap<String, redis::Value>)>>(&mut conn)
+            Ok(mut conn) => last_id(&mut conn, &events_key(&self.shared.prefix))
                 .await
                 .map_err(unavailable),
             Err(e) => Err(e),
         };
-        let last = match last {
-            Ok(last) => last.first().map(|(id, _)| parse_id(id)).unwrap_or((0, 0)),
-            Err(e) => {
-                // Redis is down: the follower polls the log until it is back. Start from the
-                // clock (ids are server milliseconds); an older entry read later is a sequence
-                // number the follower already has and skips.
-                tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
-                let _ = tx.try_send(BusItem::Lagged);
-                (now_ms(), 0)
-            }
-        };
+        let last = last.unwrap_or_else(|e| {
+            // Redis is down: the follower polls the log until it is back. Start from the clock
+            // (ids are server milliseconds); an older entry read later is a sequence number the
+            // follower already has and skips.
+            tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
+            let _ = tx.try_send(BusItem::Lagged);
+            (now_ms(), 0)
+        });
         let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
-        let new_key = {
-            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
-            let subs = registry.tasks.entry(task_id.to_owned()).or_default();
-            subs.insert(sub_id, Subscriber { tx, last });
-            subs.len() == 1
-        };
-        // Registered before the flag is read: a pending wake-up, cleared by the reader before
-        // it lists the streams, covers this subscription too.
-        if new_key
-            && !self.shared.wake_pending.swap(true, Ordering::AcqRel)
-            && let Ok(mut conn) = self.conn().await
-        {
-            // Cut the reader's current block short so it starts reading this task now.
-            let _: Result<(), _> = redis::cmd("XADD")
-                .arg(&self.shared.wake_key)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(10)
-                .arg("*")
-                .arg("w")
-                .arg(1)
-                .query_async(&mut conn)
-                .await;
-        }
+        self.shared
+            .registry
+            .lock()
+            .map_err(unavailable_lock)?
+            .tasks
+            .entry(task_id.to_owned())
+            .or_default()
+            .insert(sub_id, Subscriber { tx, last });
         let guard = Unsubscribe {
             shared: self.shared.clone(),
             task_id: task_id.to_owned(),
@@ -362,10 +341,13 @@ impl Drop for Unsubscribe {
     }
 }
 
-/// The reader: one connection, one XREAD at a time over every subscribed task's stream.
+/// The reader: one connection, one XREAD at a time over the events and control streams.
 async fn read_loop(client: Client, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
+    // Where the reader is in `{prefix}events`; kept across reconnects so a short break loses
+    // nothing that Redis still holds.
+    let mut events_id: Option<StreamId> = None;
     loop {
         let config = AsyncConnectionConfig::new()
             .set_response_timeout(Some(
@@ -386,7 +368,8 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
             }
         };
         backoff = Duration::from_millis(50);
-        if let Err(e) = read_until_error(&mut conn, &shared, &mut control_id).await {
+        let read = read_until_error(&mut conn, &shared, &mut events_id, &mut control_id).await;
+        if let Err(e) = read {
             tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
             // Entries may have been missed while the connection was down: every follower
             // re-reads the event log, which is the record.
@@ -399,45 +382,41 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
 async fn read_until_error(
     conn: &mut MultiplexedConnection,
     shared: &Shared,
+    events_id: &mut Option<StreamId>,
     control_id: &mut StreamId,
 ) -> redis::RedisResult<()> {
-    let mut wake_id = "$".to_owned();
-    loop {
-        shared.wake_pending.store(false, Ordering::Release);
-        // Each stream is read from the oldest position any of its subscribers still needs.
-        let positions: Vec<(String, StreamId)> = {
+    let events = events_key(&shared.prefix);
+    let control = control_key(&shared.prefix);
+    if events_id.is_none() {
+        // Start at the stream's end, or earlier if a subscription registered before this first
+        // read is positioned earlier: what was published after it subscribed must reach it.
+        let end = last_id(conn, &events).await?;
+        let earliest = {
             let registry = shared.registry.lock().expect("bus lock");
             registry
                 .tasks
-                .iter()
-                .filter_map(|(task, subs)| {
-                    let min = subs.values().map(|s| s.last).min()?;
-                    Some((task_key(&shared.prefix, task), min))
-                })
-                .collect()
+                .values()
+                .flat_map(|subs| subs.values().map(|s| s.last))
+                .min()
         };
-        let mut cmd = redis::cmd("XREAD");
-        cmd.arg("COUNT").arg(256).arg("BLOCK").arg(BLOCK_MS);
-        cmd.arg("STREAMS");
-        for (key, _) in &positions {
-            cmd.arg(key);
-        }
-        let control = control_key(&shared.prefix);
-        cmd.arg(&shared.wake_key).arg(&control);
-        for (_, (ms, seq)) in &positions {
-            cmd.arg(format!("{ms}-{seq}"));
-        }
-        cmd.arg(&wake_id)
-            .arg(format!("{}-{}", control_id.0, control_id.1));
-        let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
+        *events_id = Some(earliest.map_or(end, |e| e.min(end)));
+    }
+    loop {
+        let (ems, eseq) = events_id.expect("positioned above");
+        let reply: Option<StreamReadReply> = redis::cmd("XREAD")
+            .arg("COUNT")
+            .arg(READ_COUNT)
+            .arg("BLOCK")
+            .arg(BLOCK_MS)
+            .arg("STREAMS")
+            .arg(&events)
+            .arg(&control)
+            .arg(format!("{ems}-{eseq}"))
+            .arg(format!("{}-{}", control_id.0, control_id.1))
+            .query_async(conn)
+            .await?;
         let Some(reply) = reply else { continue };
         for stream in reply.keys {
-            if stream.key == shared.wake_key {
-                if let Some(last) = stream.ids.last() {
-                    wake_id = last.id.clone();
-                }
-                continue;
-            }
             if stream.key == control {
                 for entry in &stream.ids {
                     *control_id = parse_id(&entry.id);
@@ -446,27 +425,31 @@ async fn read_until_error(
                         let _ = shared.control.send(Control::Cancel { task_id });
                     }
                 }
-                continue;
-            }
-            let task_prefix = task_key(&shared.prefix, "");
-            if let Some(task_id) = stream.key.strip_prefix(&task_prefix) {
-                fan_out(shared, task_id, &stream.ids);
+            } else if stream.key == events {
+                if let Some(last) = stream.ids.last() {
+                    *events_id = Some(parse_id(&last.id));
+                }
+                fan_out(shared, &stream.ids);
             }
         }
     }
 }
 
-/// Delivers entries of one task stream to each subscriber that has not seen them yet.
-fn fan_out(shared: &Shared, task_id: &str, entries: &[redis::streams::StreamId]) {
+/// Delivers entries of the events stream to the local subscribers of their tasks that have not
+/// seen them yet. Entries of tasks nobody here follows are skipped without being decoded.
+fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId]) {
     let mut registry = shared.registry.lock().expect("bus lock");
     for entry in entries {
         let id = parse_id(&entry.id);
-        let Some(subs) = registry.tasks.get_mut(task_id) else {
-            return;
+        let Some(task_id) = entry.get::<String>("t") else {
+            tracing::warn!(id = %entry.id, "redis bus: skipping an entry without a task id");
+            continue;
         };
-        let Some(event) = decode(entry).filter(|ev| ev.task_id == task_id) else {
-            // Step over it (or the reader would read it again forever); the followers re-read
-            // the event log, which has the event.
+        let Some(subs) = registry.tasks.get_mut(&task_id) else {
+            continue;
+        };
+        let Some(event) = decode(entry) else {
+            // The followers re-read the event log, which has the event.
             tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
             for sub in subs.values_mut() {
                 sub.last = sub.last.max(id);
@@ -490,7 +473,7 @@ fn fan_out(shared: &Shared, task_id: &str, entries: &[redis::streams::StreamId])
             !terminal && !sub.tx.is_closed()
         });
         if subs.is_empty() {
-            registry.tasks.remove(task_id);
+            registry.tasks.remove(&task_id);
         }
     }
 }

@@ -134,7 +134,7 @@ async fn an_entry_that_does_not_decode_is_stepped_over() {
     let mut sub = bus.subscribe("t").await.unwrap();
     let mut conn = bus.0.conn().await.unwrap();
     let _: String = redis::cmd("XADD")
-        .arg(bus.0.task_key("t"))
+        .arg(events_key(&bus.0.shared.prefix))
         .arg("*")
         .arg("t")
         .arg("t")
