@@ -425,3 +425,34 @@ async fn three_gateway_processes_serve_each_others_streams() {
     let ([a, b, c], _db, _redis) = processes().await;
     fan_out_across(&a, &b, &c).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_blocking_follow_up_works_on_whichever_replica_receives_it() {
+    let (gws, _db, _redis) = replicas().await;
+    let (a, b, c) = (&gws[0], &gws[1], &gws[2]);
+    let task = a
+        .scenario(json!({"end": "input-required"}), json!({}))
+        .await["task"]
+        .clone();
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED");
+    let id = task["id"].as_str().unwrap();
+
+    // The follow-up reaches B, which never saw the task: it runs the next turn there and answers
+    // the blocking call with the finished task.
+    let mut follow = user_message("here you go");
+    follow["taskId"] = json!(id);
+    let done = b.ok("SendMessage", json!({"message": follow})).await["task"].clone();
+    assert_eq!(state(&done), "TASK_STATE_COMPLETED");
+    assert_eq!(done["id"], id);
+    assert_eq!(done["contextId"], task["contextId"]);
+    // C sees the same task, the whole conversation in order.
+    let got = c.ok("GetTask", json!({"id": id})).await;
+    assert_eq!(state(&got), "TASK_STATE_COMPLETED");
+    let roles: Vec<&str> = got["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]);
+}
