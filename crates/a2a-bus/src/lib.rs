@@ -29,6 +29,9 @@ pub struct BusEvent {
     pub task_id: String,
     pub seq: u64,
     pub event: Arc<StreamResponse>,
+    /// W3C `traceparent` of the request whose turn produced the event, so consumers (other
+    /// replicas, the push worker) can continue its trace.
+    pub trace: Option<String>,
 }
 
 /// What a subscription yields.

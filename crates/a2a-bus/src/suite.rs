@@ -17,7 +17,8 @@ macro_rules! bus_conformance_suite {
     ($make:expr) => {
         $crate::bus_conformance_suite!(@cases $make;
             subscribers_see_events_in_order, every_subscriber_sees_every_event,
-            tasks_are_separate, terminal_event_ends_subscriptions, control_messages_reach_listeners);
+            tasks_are_separate, terminal_event_ends_subscriptions, control_messages_reach_listeners,
+            events_keep_their_trace_context);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -46,6 +47,7 @@ fn status_event(task_id: &str, seq: u64, state: TaskState) -> BusEvent {
                 metadata: None,
             })),
         }),
+        trace: None,
     }
 }
 
@@ -66,6 +68,23 @@ async fn next_seqs(sub: &mut BoxStream<'static, BusItem>, n: usize) -> Vec<u64> 
         }
     }
     out
+}
+
+pub async fn events_keep_their_trace_context(bus: &dyn EventBus) {
+    let mut sub = bus.subscribe("t1").await.unwrap();
+    let traced = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut ev = working("t1", 1);
+    ev.trace = Some(traced.into());
+    bus.publish(ev).await.unwrap();
+    bus.publish(working("t1", 2)).await.unwrap();
+    let mut traces = Vec::new();
+    while traces.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+            Ok(Some(BusItem::Event(ev))) => traces.push(ev.trace),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    assert_eq!(traces, [Some(traced.to_owned()), None]);
 }
 
 pub async fn subscribers_see_events_in_order(bus: &dyn EventBus) {

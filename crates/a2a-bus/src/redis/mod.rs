@@ -3,7 +3,8 @@
 //! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
 //! MAXLEN, expiry refreshed on every write) and to the worker stream `{prefix}events`, which the
 //! push worker reads through a consumer group. Each entry carries the task id (`t`), the sequence
-//! number (`s`) and the StreamResponse (`e`: a version byte, then its protobuf encoding).
+//! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
+//! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
 //! `subscribe` costs neither a connection nor a Redis command per event: one reader task per bus
 //! follows `{prefix}events` (every event of every task, in commit order) with a single
@@ -214,6 +215,7 @@ fn decode(entry: &redis::streams::StreamId) -> Option<BusEvent> {
         task_id,
         seq,
         event: Arc::new(event),
+        trace: entry.get("tp"),
     })
 }
 
@@ -223,11 +225,14 @@ impl EventBus for RedisEventBus {
         let key = self.task_key(&event.task_id);
         let body = encode(&event.event);
         let seq = event.seq.to_string();
-        let fields: [(&str, &[u8]); 3] = [
+        let mut fields: Vec<(&str, &[u8])> = vec![
             ("t", event.task_id.as_bytes()),
             ("s", seq.as_bytes()),
             ("e", &body),
         ];
+        if let Some(tp) = &event.trace {
+            fields.push(("tp", tp.as_bytes()));
+        }
         let mut pipe = redis::pipe();
         pipe.cmd("XADD")
             .arg(&key)

@@ -15,6 +15,9 @@ pub struct AuthConfig {
     /// OR of AND-sets: each entry maps scheme names to the scopes they must carry. Empty = any
     /// one declared scheme suffices.
     pub requirements: Vec<BTreeMap<String, Vec<String>>>,
+    /// Skill id → requirements (same shape) a caller must also meet for a message to reach the
+    /// agent that has this skill; published on the skill in the card.
+    pub skill_requirements: BTreeMap<String, Vec<BTreeMap<String, Vec<String>>>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -49,7 +49,14 @@ impl KeyDirectory for a2a_store::PgApiKeys {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub owner: String,
+    /// Per declared scheme (in declaration order): the scopes it verified, if it verified.
+    grants: Vec<Option<Vec<String>>>,
 }
+
+/// OR of AND-sets of (scheme index, scopes).
+type Requirements = Vec<Vec<(usize, Vec<String>)>>;
+/// The config's shape of [`Requirements`]: scheme name → scopes.
+type DeclaredRequirements = [BTreeMap<String, Vec<String>>];
 
 /// A refused request: the error, and the `WWW-Authenticate` value the HTTP bindings send with it.
 #[derive(Debug)]
@@ -84,10 +91,12 @@ struct Identity {
 
 pub struct Authenticator {
     schemes: Vec<(String, Scheme)>,
-    /// OR of AND-sets of (scheme index, scopes).
-    requirements: Vec<Vec<(usize, Vec<String>)>>,
+    requirements: Requirements,
+    /// Skill id → what a caller must also meet to reach an agent with that skill.
+    skill_requirements: HashMap<String, Requirements>,
     card_schemes: HashMap<String, SecurityScheme>,
     card_requirements: Vec<SecurityRequirement>,
+    card_skill_requirements: HashMap<String, Vec<SecurityRequirement>>,
 }
 
 impl Authenticator {
@@ -131,7 +140,7 @@ impl Authenticator {
             };
             schemes.push((name.clone(), scheme));
         }
-        let index = |n: &str| schemes.iter().position(|(name, _)| name == n);
+        let names: Vec<&str> = schemes.iter().map(|(n, _)| n.as_str()).collect();
         let declared: Vec<BTreeMap<String, Vec<String>>> = if c.requirements.is_empty() {
             c.schemes
                 .keys()
@@ -140,19 +149,16 @@ impl Authenticator {
         } else {
             c.requirements.clone()
         };
-        let mut requirements = Vec::new();
-        for set in &declared {
-            let mut and = Vec::new();
-            for (n, scopes) in set {
-                let i = index(n)
-                    .ok_or_else(|| format!("auth requirement names undeclared scheme {n}"))?;
-                and.push((i, scopes.clone()));
-            }
-            requirements.push(and);
+        let mut skill_requirements = HashMap::new();
+        let mut card_skill_requirements = HashMap::new();
+        for (skill, sets) in &c.skill_requirements {
+            skill_requirements.insert(skill.clone(), compile(sets, &names)?);
+            card_skill_requirements.insert(skill.clone(), card_sets(sets));
         }
         Ok(Self {
+            requirements: compile(&declared, &names)?,
             schemes,
-            requirements,
+            skill_requirements,
             card_schemes: c
                 .schemes
                 .iter()
@@ -161,28 +167,62 @@ impl Authenticator {
             // The card lists what is enforced, also when the config leaves the requirements
             // implicit (any one scheme): clients such as the SDKs' auth interceptors pick their
             // credentials from `securityRequirements`.
-            card_requirements: declared
-                .iter()
-                .map(|set| SecurityRequirement {
-                    schemes: set
-                        .iter()
-                        .map(|(n, scopes)| {
-                            (
-                                n.clone(),
-                                StringList {
-                                    list: scopes.clone(),
-                                },
-                            )
-                        })
-                        .collect(),
-                })
-                .collect(),
+            card_requirements: card_sets(&declared),
+            card_skill_requirements,
         })
     }
 
     /// What the card publishes: `securitySchemes` and `securityRequirements`.
     pub fn card(&self) -> (HashMap<String, SecurityScheme>, Vec<SecurityRequirement>) {
         (self.card_schemes.clone(), self.card_requirements.clone())
+    }
+
+    /// The `securityRequirements` the card publishes on skill `skill` (empty: none of its own).
+    pub fn skill_card_requirements(&self, skill: &str) -> Vec<SecurityRequirement> {
+        self.card_skill_requirements
+            .get(skill)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether `principal` meets the requirements of every one of `skills` that declares some
+    /// (the skills of the agent a message goes to); PermissionDenied names what is missing.
+    pub fn authorize_skills<'a>(
+        &self,
+        principal: &Principal,
+        skills: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), A2aError> {
+        for skill in skills {
+            let Some(sets) = self.skill_requirements.get(skill) else {
+                continue;
+            };
+            let met = sets.iter().any(|set| {
+                set.iter().all(|(i, scopes)| {
+                    principal.grants[*i]
+                        .as_ref()
+                        .is_some_and(|have| missing_scopes(scopes, have).is_empty())
+                })
+            });
+            if !met {
+                let wanted: Vec<String> = sets
+                    .iter()
+                    .map(|set| {
+                        set.iter()
+                            .map(|(i, scopes)| match scopes.as_slice() {
+                                [] => self.schemes[*i].0.clone(),
+                                _ => format!("{} [{}]", self.schemes[*i].0, scopes.join(" ")),
+                            })
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    })
+                    .collect();
+                return Err(A2aError::PermissionDenied(format!(
+                    "skill {skill} requires {}",
+                    wanted.join(", or ")
+                )));
+            }
+        }
+        Ok(())
     }
 
     pub async fn authenticate(&self, creds: Credentials<'_>) -> Result<Principal, Rejection> {
@@ -205,8 +245,16 @@ impl Authenticator {
                 _ => false,
             });
             if satisfied && missing.is_empty() {
+                let grants = results
+                    .iter()
+                    .map(|r| match r {
+                        Ok(Some(id)) => Some(id.scopes.clone()),
+                        _ => None,
+                    })
+                    .collect();
                 return Ok(Principal {
                     owner: owner.expect("a requirement set is never empty"),
+                    grants,
                 });
             }
             if satisfied && lacking.is_none() {
@@ -278,6 +326,42 @@ impl Authenticator {
                 .filter(|_| !parts.is_empty()),
         }
     }
+}
+
+/// Requirements by scheme name → by scheme index; an undeclared name is a config error.
+fn compile(sets: &DeclaredRequirements, names: &[&str]) -> Result<Requirements, String> {
+    sets.iter()
+        .map(|set| {
+            set.iter()
+                .map(|(n, scopes)| {
+                    let i = names
+                        .iter()
+                        .position(|name| name == n)
+                        .ok_or_else(|| format!("auth requirement names undeclared scheme {n}"))?;
+                    Ok((i, scopes.clone()))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Requirements in the card's shape.
+fn card_sets(sets: &DeclaredRequirements) -> Vec<SecurityRequirement> {
+    sets.iter()
+        .map(|set| SecurityRequirement {
+            schemes: set
+                .iter()
+                .map(|(n, scopes)| {
+                    (
+                        n.clone(),
+                        StringList {
+                            list: scopes.clone(),
+                        },
+                    )
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 fn api_key_scheme(

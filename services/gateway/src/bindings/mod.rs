@@ -24,6 +24,8 @@ pub const LAST_EVENT_ID_HEADER: &str = "last-event-id";
 pub const GRPC_LAST_EVENT_ID: &str = "a2a-last-event-id";
 /// gRPC response metadata: the sequence number of the stream's first message, when known.
 pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
+/// W3C Trace Context (HTTP header and gRPC metadata alike).
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
@@ -64,7 +66,40 @@ pub fn request_context(
             )
         })?);
     }
+    // An invalid traceparent is ignored, as W3C Trace Context asks (a new trace starts).
+    ctx.traceparent = headers
+        .get(TRACEPARENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| valid_traceparent(v))
+        .map(str::to_owned);
     Ok(ctx)
+}
+
+/// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), version not `ff`, ids not all
+/// zeros; longer values are allowed for future versions only.
+fn valid_traceparent(v: &str) -> bool {
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
+    let mut parts = v.splitn(5, '-');
+    let (Some(version), Some(trace), Some(parent), Some(flags)) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let rest_ok = parts.next().is_none() || version != "00";
+    hex(version, 2)
+        && version != "ff"
+        && hex(trace, 32)
+        && nonzero(trace)
+        && hex(parent, 16)
+        && nonzero(parent)
+        && hex(flags, 2)
+        && rest_ok
 }
 
 /// An HTTP error response for a refused caller: the error's status (401 or 403, also for
@@ -92,4 +127,27 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
     url::form_urlencoded::parse(query?.as_bytes())
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_traceparent;
+
+    #[test]
+    fn traceparent_validation_follows_w3c() {
+        assert!(valid_traceparent(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        ));
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+        ] {
+            assert!(!valid_traceparent(bad), "{bad}");
+        }
+    }
 }

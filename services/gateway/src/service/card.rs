@@ -84,7 +84,17 @@ impl Cards {
         auth: Option<&Authenticator>,
     ) -> Self {
         let c = &config.card;
-        let skills: Vec<AgentSkill> = agents.iter().flat_map(|a| a.skills()).collect();
+        let with_requirements = |mut skill: AgentSkill| {
+            if let Some(auth) = auth {
+                skill.security_requirements = auth.skill_card_requirements(&skill.id);
+            }
+            skill
+        };
+        let skills: Vec<AgentSkill> = agents
+            .iter()
+            .flat_map(|a| a.skills())
+            .map(with_requirements)
+            .collect();
         let mut input_modes: Vec<String> = Vec::new();
         let mut output_modes: Vec<String> = Vec::new();
         for agent in agents.iter() {
@@ -139,7 +149,8 @@ impl Cards {
             if let Some(d) = &x.description {
                 card.description = d.clone();
             }
-            card.skills.extend(x.skills.iter().map(AgentSkill::from));
+            card.skills
+                .extend(x.skills.iter().map(AgentSkill::from).map(with_requirements));
             card
         });
         Self {

@@ -41,6 +41,10 @@ pub struct RequestContext {
     pub extensions: Vec<String>,
     /// The caller proved an identity with one of the card's schemes.
     pub authenticated: bool,
+    /// Who proved it, and with which schemes and scopes (for per-skill requirements).
+    pub principal: Option<crate::auth::Principal>,
+    /// The request's W3C `traceparent`, if valid: carried with the events its turn produces.
+    pub traceparent: Option<String>,
     /// The last event sequence number a reconnecting client already has (SSE `Last-Event-ID`,
     /// gRPC metadata `a2a-last-event-id`): SubscribeToTask then resumes after it.
     pub last_event_id: Option<u64>,
@@ -52,6 +56,8 @@ impl RequestContext {
             owner: "anonymous".into(),
             extensions: Vec::new(),
             authenticated: false,
+            principal: None,
+            traceparent: None,
             last_event_id: None,
         }
     }
@@ -179,8 +185,10 @@ impl A2aService {
         creds: Credentials<'_>,
     ) -> Result<(), Rejection> {
         if let Some(auth) = &self.inner.auth {
-            ctx.owner = auth.authenticate(creds).await?.owner;
+            let principal = auth.authenticate(creds).await?;
+            ctx.owner = principal.owner.clone();
             ctx.authenticated = true;
+            ctx.principal = Some(principal);
         }
         Ok(())
     }

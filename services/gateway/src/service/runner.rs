@@ -40,10 +40,17 @@ pub(crate) enum First {
     Task { task: Task, seq: u64 },
 }
 
+tokio::task_local! {
+    /// The `traceparent` of the request whose turn is running: `publish` puts it on every event
+    /// the turn produces, however deep in the turn it is called.
+    static TRACEPARENT: Option<String>;
+}
+
 /// One prepared turn of an agent on a task.
 struct Turn {
     agent: Arc<dyn Agent>,
     owner: String,
+    traceparent: Option<String>,
     request: AgentRequest,
     /// The sequence number of the task being continued; `None` for a new task.
     continues: Option<u64>,
@@ -194,6 +201,10 @@ impl A2aService {
             })?;
             (agent, Some(rec.task), Some(rec.seq))
         };
+        if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
+            let skills = agent.skills();
+            auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
+        }
         let modes = agent.input_modes();
         if let Some(p) = message
             .parts
@@ -208,6 +219,7 @@ impl A2aService {
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),
+            traceparent: ctx.traceparent.clone(),
             request: AgentRequest {
                 task_id: message.task_id.clone(),
                 context_id: message.context_id.clone(),
@@ -285,7 +297,8 @@ impl A2aService {
         }
         let svc = self.clone();
         tokio::spawn(async move {
-            svc.run_turn(turn, tx).await;
+            let trace = turn.traceparent.clone();
+            TRACEPARENT.scope(trace, svc.run_turn(turn, tx)).await;
             svc.inner
                 .running
                 .lock()
@@ -370,6 +383,7 @@ impl A2aService {
             task_id: task_id.to_owned(),
             seq,
             event: Arc::new(event),
+            trace: TRACEPARENT.try_with(Clone::clone).ok().flatten(),
         };
         // The event is committed; followers that miss it read it from the log.
         if let Err(e) = self.inner.bus.publish(event).await {

@@ -4,7 +4,7 @@
 
 use a2a_client::{A2aClient, Binding, BindingKind, ClientError};
 use a2a_types::A2aError;
-use a2a_types::v1::{GetExtendedAgentCardRequest, SendMessageResponse};
+use a2a_types::v1::{GetExtendedAgentCardRequest, SendMessageRequest, SendMessageResponse};
 use jsonwebtoken::Algorithm;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -391,17 +391,7 @@ async fn unknown_key_ids_do_not_hammer_the_issuer() {
 #[tokio::test]
 async fn the_public_card_lists_the_declared_schemes_without_credentials() {
     let (issuer, gw) = setup(10).await;
-    let card: Value = gw
-        .client
-        .get(gw.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = gw.card().await;
     assert_eq!(
         card["securitySchemes"],
         json!({
@@ -419,4 +409,58 @@ async fn the_public_card_lists_the_declared_schemes_without_credentials() {
         let status = gw.client.get(gw.url(path)).send().await.unwrap().status();
         assert!(status.is_success(), "{path}: {status}");
     }
+}
+
+/// The scenario agent's skill needs `a2a:scenario` on top of the card-wide requirements.
+const SCENARIO: &str = "a2a:scenario";
+
+#[tokio::test]
+async fn a_skill_with_its_own_requirements_is_enforced_on_every_binding() {
+    let issuer = Issuer::start().await;
+    let config = config(issuer.url(), 10, 600).replace(
+        "[auth.schemes.key]",
+        &format!("[auth.skill_requirements]\nscenario = [{{ oidc = [\"{SCENARIO}\"] }}]\n\n[auth.schemes.key]"),
+    );
+    let gw = TestGateway::with_config(&config).await;
+    let writer = bearer(&issuer.token(Algorithm::RS256, &issuer.claims("frank", WRITE)));
+    let both = issuer.claims("grace", &format!("{WRITE} {SCENARIO}"));
+    let scenario_too = bearer(&issuer.token(Algorithm::ES256, &both));
+    let to_scenario = || -> SendMessageRequest {
+        wire(json!({"tenant": "scenario", "message": user_message("hi")}))
+    };
+    for kind in BINDINGS {
+        let frank = client(&gw, kind, Some(("authorization", &writer)));
+        // The echo skill has no requirements of its own.
+        send(&frank).await.unwrap();
+        let err = a2a(frank.send_message(to_scenario()).await.unwrap_err());
+        assert!(
+            matches!(&err, A2aError::PermissionDenied(m) if m.contains("skill scenario requires oidc [a2a:scenario]")),
+            "{kind:?}: {err}"
+        );
+        // An API key carries no scopes: it cannot meet the skill's requirement either.
+        let alice = client(&gw, kind, Some(("x-api-key", "alice-secret")));
+        let err = a2a(alice.send_message(to_scenario()).await.unwrap_err());
+        assert!(
+            matches!(err, A2aError::PermissionDenied(_)),
+            "{kind:?}: {err}"
+        );
+        let grace = client(&gw, kind, Some(("authorization", &scenario_too)));
+        grace.send_message(to_scenario()).await.unwrap();
+    }
+    // The card publishes the skill's requirements on the skill.
+    let card = gw.card().await;
+    let skill = |id: &str| {
+        card["skills"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(
+        skill("scenario")["securityRequirements"],
+        json!([{"schemes": {"oidc": {"list": [SCENARIO]}}}])
+    );
+    assert!(skill("echo").get("securityRequirements").is_none());
 }

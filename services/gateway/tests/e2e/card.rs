@@ -83,15 +83,7 @@ async fn card_shape_and_caching() {
 #[tokio::test]
 async fn public_url_is_used_in_the_card() {
     let gw = TestGateway::with_config("public_url = \"https://agents.example.com/\"").await;
-    let card: Value = gw
-        .client
-        .get(gw.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = gw.card().await;
     assert_eq!(
         card["supportedInterfaces"][0]["url"],
         "https://agents.example.com/a2a/jsonrpc"

@@ -159,6 +159,20 @@ impl TestGateway {
     }
 
     /// Sends a scenario script; returns the SendMessage result.
+    /// The public agent card, fetched without credentials.
+    pub async fn card(&self) -> Value {
+        self.client
+            .get(self.url("/.well-known/agent-card.json"))
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn scenario(&self, script: Value, configuration: Value) -> Value {
         self.ok(
             "SendMessage",

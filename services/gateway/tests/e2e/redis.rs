@@ -456,3 +456,48 @@ async fn a_blocking_follow_up_works_on_whichever_replica_receives_it() {
         .collect();
     assert_eq!(roles, ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]);
 }
+
+#[tokio::test]
+async fn the_trace_context_of_a_request_travels_with_its_events() {
+    let (gws, _db, redis) = replicas().await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let send = |trace: Option<&'static str>| {
+        let gw = &gws[0];
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                "tenant": "scenario", "message": script_message(json!({"chunks": 2}))}});
+            let mut req = gw
+                .client
+                .post(gw.url("/a2a/jsonrpc"))
+                .header("a2a-version", "1.0");
+            if let Some(tp) = trace {
+                req = req.header("traceparent", tp);
+            }
+            let resp: Value = req.json(&body).send().await.unwrap().json().await.unwrap();
+            resp["result"]["task"]["id"].as_str().unwrap().to_owned()
+        }
+    };
+    let traced = send(Some(traceparent)).await;
+    let untraced = send(None).await;
+
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(format!("{}events", redis.prefix()))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let traces_of = |id: &str| -> Vec<Option<String>> {
+        entries
+            .ids
+            .iter()
+            .filter(|e| e.get::<String>("t").as_deref() == Some(id))
+            .map(|e| e.get("tp"))
+            .collect()
+    };
+    // Task, WORKING, two chunks, COMPLETED: each entry carries the request's traceparent.
+    assert_eq!(traces_of(&traced), vec![Some(traceparent.to_owned()); 5]);
+    assert_eq!(traces_of(&untraced), vec![None; 5]);
+}

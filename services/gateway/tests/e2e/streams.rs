@@ -236,15 +236,7 @@ async fn streaming_can_be_disabled() {
         gw.err_code("SubscribeToTask", json!({"id": "x"})).await,
         -32004
     );
-    let card: serde_json::Value = gw
-        .client
-        .get(gw.url("/.well-known/agent-card.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let card = gw.card().await;
     assert_eq!(card["capabilities"]["streaming"], false);
 }
 
