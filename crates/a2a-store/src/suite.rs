@@ -69,7 +69,8 @@ fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
     }
 }
 
-fn status(id: &str, state: TaskState, ts_ms: i64) -> TaskChange {
+/// A status change of task `id` to `state` at `ts_ms` (also used by the store's own tests).
+pub fn status(id: &str, state: TaskState, ts_ms: i64) -> TaskChange {
     TaskChange {
         user_message: None,
         event: StreamResponse {

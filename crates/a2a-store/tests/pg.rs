@@ -373,21 +373,7 @@ async fn replica(db: &TestDatabase, replica: &str) -> PgTaskStore {
 }
 
 fn working(id: &str) -> TaskChange {
-    TaskChange {
-        user_message: None,
-        event: StreamResponse {
-            payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
-                task_id: id.into(),
-                context_id: "c".into(),
-                status: Some(TaskStatus {
-                    state: TaskState::Working as i32,
-                    message: None,
-                    timestamp: Some(Timestamp::now()),
-                }),
-                metadata: None,
-            })),
-        },
-    }
+    a2a_store::suite::status(id, TaskState::Working, Timestamp::now().as_millis())
 }
 
 /// A running task whose replica stops renewing its lease is claimed by exactly one survivor,
@@ -422,10 +408,7 @@ async fn orphaned_tasks_are_taken_over_once() {
         a.create(new).await.unwrap();
         a.append(id, 1, working(id)).await.unwrap();
     }
-    let mut done = working("done");
-    if let Some(Payload::StatusUpdate(u)) = done.event.payload.as_mut() {
-        u.status.as_mut().unwrap().state = TaskState::Completed as i32;
-    }
+    let done = a2a_store::suite::status("done", TaskState::Completed, Timestamp::now().as_millis());
     a.append("done", 2, done).await.unwrap();
 
     // a is alive: nothing to take.

@@ -94,6 +94,7 @@ impl TestGateway {
         }
         let shutdown = CancellationToken::new();
         let svc = app::build(&config, shutdown.clone()).unwrap();
+        app::start(&config, &svc).await;
         let server = tokio::spawn(app::serve(listener, svc, shutdown.clone()));
         Self {
             addr,
