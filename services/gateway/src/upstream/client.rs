@@ -143,16 +143,19 @@ impl UpstreamClient {
     }
 
     pub async fn get_task(&self, id: &str) -> Result<Task, A2aError> {
+        self.get_task_raw(id).await.map_err(|e| self.error(e))
+    }
+
+    async fn get_task_raw(&self, id: &str) -> Result<Task, ClientError> {
         let req = GetTaskRequest {
             id: id.to_owned(),
             history_length: Some(0),
             ..Default::default()
         };
-        let result = match self.authorised().await? {
+        match self.authorised().await.map_err(ClientError::A2a)? {
             Transport::V1(c) => c.get_task(req).await,
             Transport::V03(c) => c.get_task(req).await,
-        };
-        result.map_err(|e| self.error(e))
+        }
     }
 
     pub async fn cancel(&self, id: &str) -> Result<Task, A2aError> {
@@ -179,15 +182,14 @@ impl UpstreamClient {
         result.map_err(|e| self.error(e))
     }
 
-    /// A heartbeat: a GetTask for an id no agent has. Any A2A answer (TaskNotFound) proves the
-    /// agent serves its binding; no answer, or a malformed one, does not.
-    pub async fn probe(&self) -> Result<(), A2aError> {
-        match self.get_task("a2a-gateway-health-probe").await {
+    /// A heartbeat: a GetTask for an id no agent has. An A2A answer (TaskNotFound) proves the
+    /// agent serves its binding; no answer, a malformed one or a server error does not.
+    pub async fn probe(&self) -> Result<(), String> {
+        match self.get_task_raw("a2a-gateway-health-probe").await {
             Ok(_) => Ok(()),
-            Err(A2aError::Unavailable(m) | A2aError::InvalidAgentResponse(m)) => {
-                Err(A2aError::Unavailable(m))
-            }
-            Err(_) => Ok(()),
+            Err(ClientError::A2a(A2aError::Unavailable(m))) => Err(m),
+            Err(ClientError::A2a(_)) => Ok(()),
+            Err(e) => Err(e.to_string()),
         }
     }
 

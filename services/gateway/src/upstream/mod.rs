@@ -159,7 +159,7 @@ impl UpstreamAgent {
         if !stale {
             let client = self.read().client.clone();
             return match client {
-                Some(c) => c.probe().await.map_err(|e| e.to_string()),
+                Some(c) => c.probe().await,
                 None => Err("no usable card yet".into()),
             };
         }
