@@ -16,10 +16,7 @@ use std::time::Duration;
 use a2a_store::{MessageClaim, StoreError};
 use a2a_types::A2aError;
 use a2a_types::state::{is_settled, state_of, trim_history};
-use a2a_types::v1::{
-    Message, Role, SendMessageResponse, StreamResponse, send_message_response,
-    stream_response::Payload,
-};
+use a2a_types::v1::{Message, Role, SendMessageResponse, send_message_response};
 use futures::StreamExt;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -153,15 +150,9 @@ impl A2aService {
         let bus = self.subscribe_bus(task_id).await?;
         let rec = self.claimed_task(ctx, task_id).await?;
         let settled = is_settled(state_of(&rec.task));
-        let head = futures::stream::once({
-            let event = SeqEvent {
-                seq: Some(rec.seq),
-                event: StreamResponse {
-                    payload: Some(Payload::Task(rec.task)),
-                },
-            };
-            async move { Ok(event) }
-        });
+        let head = futures::stream::once(futures::future::ready(Ok(SeqEvent::task(
+            rec.seq, rec.task,
+        ))));
         if settled {
             return Ok(head.boxed());
         }

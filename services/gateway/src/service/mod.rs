@@ -66,6 +66,18 @@ pub struct SeqEvent {
     pub event: StreamResponse,
 }
 
+impl SeqEvent {
+    /// A task snapshot as the first event of a stream.
+    pub(crate) fn task(seq: u64, task: a2a_types::v1::Task) -> Self {
+        Self {
+            seq: Some(seq),
+            event: StreamResponse {
+                payload: Some(a2a_types::v1::stream_response::Payload::Task(task)),
+            },
+        }
+    }
+}
+
 /// The streams returned by SendStreamingMessage and SubscribeToTask. An `Err` item is the last.
 pub type EventStream = BoxStream<'static, Result<SeqEvent, A2aError>>;
 
