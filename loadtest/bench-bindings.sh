@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# NOTE: h2load repeats one body, so since SendMessage is idempotent per (caller, messageId)
+# (issue 8) every send after the first is a retry that returns the first task: the SendMessage
+# rows of this script measure the retry path, not new tasks (see bench.sh for fresh ids).
 # Binding comparison (issue: REST and gRPC bindings). One release gateway (embedded), one load
 # generator for every binding, so the numbers compare the bindings and not the tools: h2load
 # over HTTP/2 cleartext, 64 connections with one stream each (64 concurrent streams), for

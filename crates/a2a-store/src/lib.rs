@@ -32,6 +32,32 @@ pub struct TaskRecord {
     pub agent: String,
     /// Sequence number of the last event applied to the snapshot.
     pub seq: u64,
+    /// The upstream agent's ids for this task, once the upstream named them (never shown to
+    /// clients).
+    pub upstream: Option<UpstreamRef>,
+}
+
+/// An upstream agent's task and context ids, stored beside the gateway's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamRef {
+    pub task_id: String,
+    pub context_id: String,
+}
+
+/// What [`TaskStore::claim_message`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MessageClaim {
+    /// The message id was free and now names the given task.
+    Claimed,
+    /// The message id was claimed before, for this task.
+    Existing(String),
+}
+
+/// A running task whose dispatching replica is gone, claimed by [`TaskStore::take_over`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Orphan {
+    pub owner: String,
+    pub task_id: String,
 }
 
 /// What [`TaskStore::create`] needs: the task as created (id, context id, status, history).
@@ -172,6 +198,34 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Idempotent: deleting a missing config id succeeds. Errors if the task is not `owner`'s.
     async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()>;
+
+    /// Records the upstream agent's ids of a task.
+    async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()>;
+
+    /// Claims `(owner, message_id)` for `task_id` unless it is claimed already (idempotent
+    /// SendMessage): the first claim wins, every later one learns the task it names.
+    async fn claim_message(
+        &self,
+        owner: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> StoreResult<MessageClaim>;
+
+    /// Frees a claim whose send created no task (it failed first, or was answered by a
+    /// message), so a retry dispatches again.
+    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()>;
+
+    /// Renews the dispatch lease of `replica` for `lease`, then claims for it at most `limit`
+    /// running tasks (SUBMITTED or WORKING) whose dispatcher's lease has expired. A store that
+    /// only one process uses (in memory) has no other replica to take over from.
+    async fn take_over(
+        &self,
+        _replica: &str,
+        _lease: std::time::Duration,
+        _limit: usize,
+    ) -> StoreResult<Vec<Orphan>> {
+        Ok(Vec::new())
+    }
 
     /// Whether the backing service answers (used by `/readyz`).
     async fn ping(&self) -> StoreResult<()> {

@@ -13,8 +13,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
-    Cursor, ListQuery, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange,
-    TaskPage, TaskRecord, TaskStore,
+    Cursor, ListQuery, MessageClaim, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent,
+    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -30,6 +30,8 @@ struct Inner {
     /// under the write lock, and with inline entries it stalled every request for many ms.
     tasks: HashMap<String, Box<Entry>>,
     by_owner: HashMap<String, BTreeSet<OrderKey>>,
+    /// (owner, message id) → task id: idempotent SendMessage.
+    claims: HashMap<(String, String), String>,
 }
 
 struct Entry {
@@ -128,6 +130,7 @@ impl TaskStore for MemoryTaskStore {
                     owner: new.owner,
                     agent: new.agent,
                     seq: 1,
+                    upstream: None,
                 },
                 events: vec![event.clone()],
                 push_configs: Vec::new(),
@@ -319,6 +322,41 @@ impl TaskStore for MemoryTaskStore {
             .owned_mut(owner, task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
         entry.push_configs.retain(|c| c.id != id);
+        Ok(())
+    }
+
+    async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let entry = inner
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
+        entry.record.upstream = Some(upstream);
+        Ok(())
+    }
+
+    async fn claim_message(
+        &self,
+        owner: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> StoreResult<MessageClaim> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let key = (owner.to_owned(), message_id.to_owned());
+        Ok(match inner.claims.get(&key) {
+            Some(existing) => MessageClaim::Existing(existing.clone()),
+            None => {
+                inner.claims.insert(key, task_id.to_owned());
+                MessageClaim::Claimed
+            }
+        })
+    }
+
+    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        inner
+            .claims
+            .remove(&(owner.to_owned(), message_id.to_owned()));
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use a2a_types::v1::{
 };
 use a2a_types::wkt::Timestamp;
 
-use crate::{ListQuery, NewTask, StoreError, TaskChange, TaskStore};
+use crate::{ListQuery, MessageClaim, NewTask, StoreError, TaskChange, TaskStore, UpstreamRef};
 
 /// Instantiates every suite case as a `#[tokio::test]` for the store built by `$make`
 /// (an expression, evaluated once per test, that may `.await`).
@@ -21,7 +21,8 @@ macro_rules! store_conformance_suite {
             create_then_get, owners_are_isolated, append_is_guarded_by_sequence,
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
-            list_omits_artifacts_unless_asked, push_config_crud);
+            list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
+            message_claims_are_per_owner_and_first_wins);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -68,7 +69,8 @@ fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
     }
 }
 
-fn status(id: &str, state: TaskState, ts_ms: i64) -> TaskChange {
+/// A status change of task `id` to `state` at `ts_ms` (also used by the store's own tests).
+pub fn status(id: &str, state: TaskState, ts_ms: i64) -> TaskChange {
     TaskChange {
         user_message: None,
         event: StreamResponse {
@@ -484,4 +486,63 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         store.get_push_config("alice", "nope", "p0").await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+pub async fn upstream_ids_are_kept(store: &dyn TaskStore) {
+    store.create(new_task("o", "up-1", "c", 1)).await.unwrap();
+    let rec = store.get("o", "up-1", None).await.unwrap().unwrap();
+    assert_eq!(
+        rec.upstream, None,
+        "no upstream ids before the upstream names them"
+    );
+    let ids = UpstreamRef {
+        task_id: "their-task".into(),
+        context_id: "their-context".into(),
+    };
+    store.set_upstream("up-1", ids.clone()).await.unwrap();
+    store
+        .append("up-1", 1, status("up-1", TaskState::Working, 2))
+        .await
+        .unwrap();
+    let rec = store.get("o", "up-1", None).await.unwrap().unwrap();
+    assert_eq!(rec.upstream, Some(ids));
+    assert_eq!(
+        rec.task.id, "up-1",
+        "the gateway's own id is what the task shows"
+    );
+    assert!(matches!(
+        store
+            .set_upstream(
+                "missing",
+                UpstreamRef {
+                    task_id: "x".into(),
+                    context_id: "y".into()
+                }
+            )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn message_claims_are_per_owner_and_first_wins(store: &dyn TaskStore) {
+    assert_eq!(
+        store.claim_message("o", "m1", "t1").await.unwrap(),
+        MessageClaim::Claimed
+    );
+    assert_eq!(
+        store.claim_message("o", "m1", "t2").await.unwrap(),
+        MessageClaim::Existing("t1".into()),
+        "a retried message id names the first task"
+    );
+    assert_eq!(
+        store.claim_message("other", "m1", "t3").await.unwrap(),
+        MessageClaim::Claimed,
+        "message ids are scoped to their owner"
+    );
+    store.release_message("o", "m1").await.unwrap();
+    assert_eq!(
+        store.claim_message("o", "m1", "t4").await.unwrap(),
+        MessageClaim::Claimed,
+        "a released claim can be claimed again"
+    );
 }

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use a2a_store::{
-    ListQuery, MemoryTaskStore, NewTask, PgOptions, PgTaskStore, PushConfigPage, StoreError,
-    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
+    ListQuery, MemoryTaskStore, MessageClaim, NewTask, Orphan, PgOptions, PgTaskStore,
+    PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord,
+    TaskStore, UpstreamRef,
 };
 use a2a_testing::TestDatabase;
 use a2a_types::v1::stream_response::Payload;
@@ -84,6 +85,15 @@ impl TaskStore for TestStore {
     }
     async fn delete_push_config(&self, o: &str, t: &str, id: &str) -> StoreResult<()> {
         self.store.delete_push_config(o, t, id).await
+    }
+    async fn set_upstream(&self, id: &str, u: UpstreamRef) -> StoreResult<()> {
+        self.store.set_upstream(id, u).await
+    }
+    async fn claim_message(&self, o: &str, m: &str, t: &str) -> StoreResult<MessageClaim> {
+        self.store.claim_message(o, m, t).await
+    }
+    async fn release_message(&self, o: &str, m: &str) -> StoreResult<()> {
+        self.store.release_message(o, m).await
     }
     async fn ping(&self) -> StoreResult<()> {
         self.store.ping().await
@@ -349,4 +359,72 @@ async fn ping_and_idempotent_migrations() {
     let pg = TestStore::new().await;
     pg.ping().await.unwrap();
     pg.store.migrate().await.unwrap();
+}
+
+/// A store on `db` whose connections say they belong to `replica`.
+async fn replica(db: &TestDatabase, replica: &str) -> PgTaskStore {
+    let options = PgOptions {
+        replica: Some(replica.into()),
+        ..PgOptions::default()
+    };
+    let store = PgTaskStore::connect_lazy(db.url(), &options).unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+fn working(id: &str) -> TaskChange {
+    a2a_store::suite::status(id, TaskState::Working, Timestamp::now().as_millis())
+}
+
+/// A running task whose replica stops renewing its lease is claimed by exactly one survivor,
+/// once; tasks of a live replica, and settled tasks, are never claimed.
+#[tokio::test]
+async fn orphaned_tasks_are_taken_over_once() {
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let (a, b, c) = (
+        replica(&db, "a").await,
+        replica(&db, "b").await,
+        replica(&db, "c").await,
+    );
+    let lease = Duration::from_millis(300);
+    assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
+    for id in ["run", "done"] {
+        let mut new = NewTask {
+            owner: "o".into(),
+            agent: "up".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                status: Some(TaskStatus {
+                    state: TaskState::Submitted as i32,
+                    message: None,
+                    timestamp: Some(Timestamp::now()),
+                }),
+                ..Default::default()
+            },
+        };
+        new.task.history.push(message("m", Role::User));
+        a.create(new).await.unwrap();
+        a.append(id, 1, working(id)).await.unwrap();
+    }
+    let done = a2a_store::suite::status("done", TaskState::Completed, Timestamp::now().as_millis());
+    a.append("done", 2, done).await.unwrap();
+
+    // a is alive: nothing to take.
+    assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // a's lease expired: b and c race; exactly one gets the running task.
+    let (got_b, got_c) = tokio::join!(b.take_over("b", lease, 10), c.take_over("c", lease, 10));
+    let mut got: Vec<Orphan> = got_b.unwrap();
+    got.extend(got_c.unwrap());
+    assert_eq!(
+        got,
+        vec![Orphan {
+            owner: "o".into(),
+            task_id: "run".into()
+        }]
+    );
+    assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
+    assert!(c.take_over("c", lease, 10).await.unwrap().is_empty());
 }

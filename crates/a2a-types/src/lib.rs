@@ -11,6 +11,7 @@ mod list_response;
 pub mod state;
 pub mod status;
 pub mod string_list;
+pub mod v03;
 pub mod wkt;
 mod wkt_struct;
 

@@ -19,6 +19,7 @@ use crate::auth::KeyDirectory;
 use crate::bindings::{card, jsonrpc, rest};
 use crate::config::Config;
 use crate::service::A2aService;
+use crate::upstream::UpstreamAgent;
 
 /// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
 /// connections open on first use, so a database that is down makes the gateway unready, not
@@ -45,24 +46,67 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         None => Arc::new(LocalEventBus::new()),
     };
     let mut agents = AgentRegistry::builtin();
+    let upstream = upstream_agents(config, &agents)?;
+    for agent in &upstream {
+        agents.add(agent.clone());
+    }
     if let Some(name) = &config.file.default_agent {
         agents.set_default(name)?;
     }
-    Ok(A2aService::new(
+    let svc = A2aService::new(
         store,
         bus,
         agents,
         config.file.clone(),
         &config.public_url,
-        shutdown,
+        shutdown.clone(),
         keys,
-    ))
+    );
+    for agent in &upstream {
+        agent.start(shutdown.clone());
+    }
+    Ok(svc)
+}
+
+/// The `[[agents]]` of the configuration (their cards are fetched once they start).
+fn upstream_agents(
+    config: &Config,
+    registry: &AgentRegistry,
+) -> Result<Vec<Arc<UpstreamAgent>>, String> {
+    if config.file.agents.is_empty() {
+        return Ok(Vec::new());
+    }
+    let http = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .pool_idle_timeout(std::time::Duration::from_secs(60))
+        .build()
+        .map_err(|e| format!("the upstream HTTP client: {e}"))?;
+    config
+        .file
+        .agents
+        .iter()
+        .map(|a| UpstreamAgent::new(a.clone(), http.clone(), registry.change_sender()))
+        .collect()
+}
+
+/// What `main` and the tests do after [`build`]: wait (bounded) for the first card fetch of
+/// every upstream agent, and with PostgreSQL take the dispatch lease (taking over the tasks of
+/// replicas that died).
+pub async fn start(config: &Config, svc: &A2aService) {
+    svc.wait_for_upstreams(std::time::Duration::from_secs(10))
+        .await;
+    if config.database_url.is_some() {
+        let lease = std::time::Duration::from_millis(config.file.dispatch.lease_ms);
+        svc.start_dispatch_lease(config.replica.clone(), lease)
+            .await;
+    }
 }
 
 fn pg_options(config: &Config) -> PgOptions {
     PgOptions {
         pool_size: config.database.pool_size,
         acquire_timeout: std::time::Duration::from_millis(config.database.acquire_timeout_ms),
+        replica: Some(config.replica.clone()),
         ..PgOptions::default()
     }
 }
@@ -86,6 +130,7 @@ pub fn router(svc: A2aService) -> Router {
     let grpc = crate::bindings::grpc::router(svc.clone());
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
+        .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route("/healthz", get(|| async { "ok" }))

@@ -59,6 +59,8 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
     pub redis_prefix: String,
+    /// This process's replica id (random per start): the owner of its dispatch lease.
+    pub replica: String,
     pub file: FileConfig,
 }
 
@@ -79,6 +81,24 @@ pub struct FileConfig {
     pub extended_card: Option<ExtendedCardConfig>,
     /// Security schemes and requirements; absent = every caller is `anonymous`.
     pub auth: Option<crate::auth::AuthConfig>,
+    /// Upstream A2A agents (`[[agents]]`), routed to beside the built-in ones.
+    pub agents: Vec<crate::upstream::config::AgentConfig>,
+    pub dispatch: DispatchConfig,
+}
+
+/// Crash-safe dispatch (with PostgreSQL): each replica's lease on the tasks it runs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DispatchConfig {
+    /// A replica that has not renewed its lease for this long is presumed dead, and another
+    /// replica takes over its running tasks. Renewed every third of it.
+    pub lease_ms: u64,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self { lease_ms: 15_000 }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -254,6 +274,7 @@ impl Config {
             database,
             redis_url: nonempty("A2A_REDIS_URL"),
             redis_prefix: nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            replica: uuid::Uuid::now_v7().to_string(),
             file,
         })
     }
@@ -313,6 +334,16 @@ impl FileConfig {
         // Checked here so a bad [auth] section stops the start with a clear message.
         if let Some(auth) = &file.auth {
             crate::auth::Authenticator::new(auth)?;
+        }
+        let mut names = std::collections::HashSet::new();
+        for agent in &file.agents {
+            agent.validate(&crate::agents::AgentRegistry::BUILTIN)?;
+            if !names.insert(agent.name.as_str()) {
+                return Err(format!("agents: {:?} is declared twice", agent.name));
+            }
+        }
+        if file.dispatch.lease_ms < 300 {
+            return Err("dispatch.lease_ms must be at least 300".into());
         }
         Ok(file)
     }

@@ -7,3 +7,4 @@ pub mod bindings;
 pub mod config;
 pub mod keys;
 pub mod service;
+pub mod upstream;

@@ -99,6 +99,7 @@ async fn run(config: Config) -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
+    app::start(&config, &svc).await;
     let listener = match tokio::net::TcpListener::bind(config.listen).await {
         Ok(l) => l,
         Err(e) => {

@@ -180,6 +180,8 @@ impl AppendParts {
         let [id, expected, state, ms, snap, hlen, alen, event] = params(n);
         // Terminal states (COMPLETED 3, FAILED 4, CANCELED 5, REJECTED 7) are refused here
         // too, so immutability does not rest on the caller's snapshot alone.
+        // The replica whose connection appends becomes the task's dispatcher (its session
+        // setting `a2a.replica`, migration 0004): whoever runs the turn writes its events.
         ctes.push(format!(
             "a_input AS (SELECT * FROM unnest(${id}::text[], ${expected}::int8[], \
                ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], ${hlen}::int4[], \
@@ -188,7 +190,9 @@ impl AppendParts {
                   event)), \
              a_updated AS (UPDATE tasks t SET seq = t.seq + 1, state = i.state, \
                status_ms = i.status_ms, snapshot = i.snapshot, history_len = i.history_len, \
-               artifacts_len = i.artifacts_len, updated_at = now() \
+               artifacts_len = i.artifacts_len, updated_at = now(), \
+               dispatcher = coalesce(nullif(current_setting('a2a.replica', true), ''), \
+                 t.dispatcher) \
              FROM a_input i \
              WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
              RETURNING t.id, t.seq, t.history_len, t.artifacts_len), \

@@ -16,10 +16,12 @@
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
+//! - `set_upstream`, `claim_message`, `release_message`: 1 statement; `take_over`: 2.
 //! - `ping`: 1 statement.
 
 mod batch;
 mod codec;
+mod dispatch;
 mod keys;
 mod push;
 mod read;
@@ -37,8 +39,8 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
-    ListQuery, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
-    TaskRecord, TaskStore,
+    ListQuery, MessageClaim, NewTask, Orphan, PushConfigPage, StoreError, StoreResult, StoredEvent,
+    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 use batch::{AppendJob, CreateJob};
 use codec::{Plan, TaskRow};
@@ -64,6 +66,9 @@ pub struct PgOptions {
     /// 0 = 2 (at most half the pool). Two overlap one batch's commit with the next batch's
     /// execution; more only split the queue into smaller batches (measured: no gain on 2 cores).
     pub writers: usize,
+    /// This process's replica id: the `a2a.replica` session setting of every connection, which
+    /// makes the replica the dispatcher of the tasks it writes (see [`TaskStore::take_over`]).
+    pub replica: Option<String>,
 }
 
 impl Default for PgOptions {
@@ -72,6 +77,7 @@ impl Default for PgOptions {
             pool_size: 16,
             acquire_timeout: Duration::from_secs(3),
             writers: 0,
+            replica: None,
         }
     }
 }
@@ -124,6 +130,10 @@ impl PgTaskStore {
                 ("plan_cache_mode", "force_generic_plan"),
                 ("enable_seqscan", "off"),
             ]);
+        let connect = match &options.replica {
+            Some(replica) => connect.options([("a2a.replica", replica.as_str())]),
+            None => connect,
+        };
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size.max(2))
             .acquire_timeout(options.acquire_timeout)
@@ -327,6 +337,32 @@ impl TaskStore for PgTaskStore {
 
     async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()> {
         push::delete(&self.pool, owner, task_id, id).await
+    }
+
+    async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()> {
+        dispatch::set_upstream(&self.pool, task_id, &upstream).await
+    }
+
+    async fn claim_message(
+        &self,
+        owner: &str,
+        message_id: &str,
+        task_id: &str,
+    ) -> StoreResult<MessageClaim> {
+        dispatch::claim_message(&self.pool, owner, message_id, task_id).await
+    }
+
+    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
+        dispatch::release_message(&self.pool, owner, message_id).await
+    }
+
+    async fn take_over(
+        &self,
+        replica: &str,
+        lease: Duration,
+        limit: usize,
+    ) -> StoreResult<Vec<Orphan>> {
+        dispatch::take_over(&self.pool, replica, lease, limit).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -8,7 +8,9 @@ use sqlx::{AssertSqlSafe, Row};
 
 use super::codec::decode;
 use super::db_error;
-use crate::{Cursor, ListQuery, StoreError, StoreResult, StoredEvent, TaskPage, TaskRecord};
+use crate::{
+    Cursor, ListQuery, StoreError, StoreResult, StoredEvent, TaskPage, TaskRecord, UpstreamRef,
+};
 
 /// `history_len - HISTORY_ALL` is below every position: no limit.
 const HISTORY_ALL: i32 = i32::MAX;
@@ -38,6 +40,15 @@ fn task_of(row: &PgRow) -> StoreResult<Task> {
     Ok(task)
 }
 
+fn upstream_of(row: &PgRow) -> StoreResult<Option<UpstreamRef>> {
+    let task_id: Option<String> = row.try_get("upstream_task_id").map_err(internal)?;
+    let context_id: Option<String> = row.try_get("upstream_context_id").map_err(internal)?;
+    Ok(task_id.map(|task_id| UpstreamRef {
+        task_id,
+        context_id: context_id.unwrap_or_default(),
+    }))
+}
+
 fn seq_of(row: &PgRow, column: &str) -> StoreResult<u64> {
     let seq: i64 = row.try_get(column).map_err(internal)?;
     u64::try_from(seq).map_err(|_| StoreError::Internal(format!("negative sequence {seq}")))
@@ -52,7 +63,7 @@ pub(super) async fn load(
     history_length: Option<usize>,
 ) -> StoreResult<Option<TaskRecord>> {
     const SQL: &str = "\
-        SELECT t.owner, t.agent, t.seq, t.snapshot, \
+        SELECT t.owner, t.agent, t.seq, t.snapshot, t.upstream_task_id, t.upstream_context_id, \
                ARRAY(SELECT h.message FROM task_history h \
                       WHERE h.task_id = t.id AND h.position >= t.history_len - $3 \
                       ORDER BY h.position) AS history, \
@@ -75,6 +86,7 @@ pub(super) async fn load(
         owner: row.try_get("owner").map_err(internal)?,
         agent: row.try_get("agent").map_err(internal)?,
         seq: seq_of(&row, "seq")?,
+        upstream: upstream_of(&row)?,
     }))
 }
 

@@ -1,17 +1,19 @@
-//! Agents: what a task is routed to. Built-in agents live here; upstream A2A agents implement the
-//! same trait. An agent reports progress through [`AgentEvents`]; the service's task runner turns
+//! Agents: what a task is routed to. Built-in agents live here; upstream A2A agents
+//! (`crate::upstream`) implement the same trait. An agent reports progress through [`AgentEvents`]; the service's task runner turns
 //! each event into a stored, published task event, so agents never touch the store or the bus.
 
 mod echo;
+pub mod routing;
 mod scenario;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use a2a_store::UpstreamRef;
 use a2a_types::A2aError;
-use a2a_types::v1::{AgentSkill, Artifact, Message, Task, TaskState};
+use a2a_types::v1::{AgentCard, AgentSkill, Artifact, Message, Task, TaskState};
 use async_trait::async_trait;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 pub use echo::EchoAgent;
@@ -24,8 +26,10 @@ pub struct AgentRequest {
     pub context_id: String,
     /// The client's message (with task and context ids filled in).
     pub message: Message,
-    /// The task snapshot when the message continues an existing task.
+    /// The task snapshot when the message continues an existing task (or a turn is resumed).
     pub task: Option<Task>,
+    /// The upstream agent's ids of the task, once known.
+    pub upstream: Option<UpstreamRef>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +45,9 @@ pub enum AgentEvent {
         append: bool,
         last_chunk: bool,
     },
+    /// An upstream agent named its task: the runner creates the gateway task (if it does not
+    /// exist yet) and stores these ids beside it.
+    Upstream(UpstreamRef),
 }
 
 /// The agent's side of a turn: a bounded channel to the task runner and the turn's cancellation.
@@ -90,6 +97,23 @@ impl AgentEvents {
     pub async fn cancelled(&self) {
         self.cancel.cancelled().await
     }
+
+    /// The turn's cancellation, for work that must outlive the turn's future (the runner drops
+    /// the agent's future on cancel).
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+}
+
+/// What routing knows of an agent that can be unavailable (upstream agents).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AgentStatus {
+    pub healthy: bool,
+    /// Recent call success, 0..1.
+    pub availability: f64,
+    /// Running plus queued turns over the concurrency limit (0 = idle).
+    pub load: f64,
+    pub weight: f64,
 }
 
 #[async_trait]
@@ -103,6 +127,36 @@ pub trait Agent: Send + Sync + 'static {
     /// Runs one turn. An error before the first event is returned to the caller; after it, the
     /// task ends FAILED with the error's message.
     async fn execute(&self, request: AgentRequest, events: AgentEvents) -> Result<(), A2aError>;
+
+    /// Continues a turn that another replica was running when it died (`request.task` is the
+    /// stored snapshot). Built-in agents run in the process that died, so their turn is lost:
+    /// the task ends FAILED.
+    async fn resume(&self, request: AgentRequest, _events: AgentEvents) -> Result<(), A2aError> {
+        Err(A2aError::Internal(format!(
+            "the gateway replica running task {} stopped; agent {} cannot resume it",
+            request.task_id,
+            self.name()
+        )))
+    }
+
+    /// Health, availability and load for routing; `None` = always available, never scored
+    /// (built-in agents).
+    fn status(&self) -> Option<AgentStatus> {
+        None
+    }
+
+    /// The bounded, prioritised queue turns wait in; `None` = no limit.
+    fn queue(&self) -> Option<Arc<crate::upstream::queue::DispatchQueue>> {
+        None
+    }
+
+    /// The upstream's own card (the source of the agent's rewritten card).
+    fn upstream_card(&self) -> Option<AgentCard> {
+        None
+    }
+
+    /// Resolves once the agent is ready to be routed to or has tried (at most `limit`).
+    async fn wait_ready(&self, _limit: std::time::Duration) {}
 }
 
 /// Whether `media_type` (parameters ignored, case-insensitive) matches one of `modes`.
@@ -129,6 +183,8 @@ pub struct AgentRegistry {
     agents: HashMap<String, Arc<dyn Agent>>,
     order: Vec<String>,
     default: String,
+    /// Bumped whenever an agent's card or health changes (cards are rebuilt from it).
+    changes: Arc<watch::Sender<u64>>,
 }
 
 impl AgentRegistry {
@@ -138,17 +194,30 @@ impl AgentRegistry {
             agents: HashMap::new(),
             order: Vec::new(),
             default: "echo".into(),
+            changes: Arc::new(watch::channel(0).0),
         };
         r.add(Arc::new(EchoAgent));
         r.add(Arc::new(ScenarioAgent));
         r
     }
 
+    /// Names of the built-in agents (upstream agents may not reuse them).
+    pub const BUILTIN: [&str; 2] = ["echo", "scenario"];
+
     pub fn add(&mut self, agent: Arc<dyn Agent>) {
         let name = agent.name().to_owned();
         if self.agents.insert(name.clone(), agent).is_none() {
             self.order.push(name);
         }
+    }
+
+    /// Where agents report card and health changes.
+    pub fn change_sender(&self) -> watch::Sender<u64> {
+        self.changes.as_ref().clone()
+    }
+
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     pub fn set_default(&mut self, name: &str) -> Result<(), String> {
@@ -159,17 +228,8 @@ impl AgentRegistry {
         Ok(())
     }
 
-    /// The agent for a request's `tenant` (empty = the default agent).
-    pub fn resolve(&self, tenant: &str) -> Result<Arc<dyn Agent>, A2aError> {
-        let name = if tenant.is_empty() {
-            &self.default
-        } else {
-            tenant
-        };
-        self.agents
-            .get(name)
-            .cloned()
-            .ok_or_else(|| A2aError::invalid_params("tenant", format!("no agent named {name:?}")))
+    pub fn default_agent(&self) -> Option<Arc<dyn Agent>> {
+        self.agents.get(&self.default).cloned()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Agent>> {

@@ -204,6 +204,7 @@ mod tests {
                 ..Default::default()
             },
             task: None,
+            upstream: None,
         }
     }
 

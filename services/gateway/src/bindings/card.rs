@@ -1,7 +1,7 @@
 //! `GET /.well-known/agent-card.json`: the public card with `Cache-Control` and a strong `ETag`;
 //! a matching `If-None-Match` gets 304.
 
-use axum::extract::State;
+use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
@@ -9,8 +9,28 @@ use crate::service::A2aService;
 
 pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
 
+/// Where the rewritten card of each upstream agent is served.
+pub const AGENT_CARD_PATH: &str = "/agents/{name}/.well-known/agent-card.json";
+
 pub async fn agent_card(State(svc): State<A2aService>, headers: HeaderMap) -> Response {
-    let doc = svc.agent_card();
+    cached(&svc.agent_card(), &headers)
+}
+
+/// An upstream agent's card, rewritten to point at this gateway; 404 for an unknown agent or
+/// one whose card was never fetched.
+pub async fn upstream_agent_card(
+    State(svc): State<A2aService>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match svc.upstream_agent_card(&name) {
+        Some(doc) => cached(&doc, &headers),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// The card with `Cache-Control` and `ETag`; a matching `If-None-Match` gets 304.
+fn cached(doc: &crate::service::CardDocument, headers: &HeaderMap) -> Response {
     let cache = format!("public, max-age={}", doc.max_age_secs);
     let etag = HeaderValue::from_str(&doc.etag).expect("the etag is hex in quotes");
     let matches = headers

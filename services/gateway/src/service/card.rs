@@ -6,6 +6,9 @@ use a2a_types::v1::{
     AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
     GetExtendedAgentCardRequest,
 };
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
@@ -21,11 +24,11 @@ pub const REST_PATH: &str = "/a2a/rest";
 
 /// The interfaces in preference order: JSON-RPC first (every SDK speaks it), then HTTP+JSON,
 /// then gRPC, whose URL is `host:port` (served on the same port, h2c).
-fn interfaces(public_url: &str) -> Vec<AgentInterface> {
+fn interfaces(public_url: &str, tenant: &str) -> Vec<AgentInterface> {
     let iface = |url: String, binding: &str| AgentInterface {
         url,
         protocol_binding: binding.into(),
-        tenant: String::new(),
+        tenant: tenant.to_owned(),
         protocol_version: a2a_types::PROTOCOL_VERSION.into(),
     };
     let mut out = vec![
@@ -71,9 +74,42 @@ impl CardDocument {
 }
 
 pub(crate) struct Cards {
-    public: CardDocument,
+    public: Arc<CardDocument>,
     /// `Some` when `[extended_card]` is configured.
     extended: Option<AgentCard>,
+    /// Per upstream agent: its card rewritten to point at this gateway (tenant = its name),
+    /// served at `/agents/{name}/.well-known/agent-card.json`.
+    agents: HashMap<String, Arc<CardDocument>>,
+}
+
+/// Path of an agent's rewritten card.
+pub fn agent_card_path(name: &str) -> String {
+    format!("/agents/{name}/.well-known/agent-card.json")
+}
+
+/// An upstream's card as the gateway publishes it: the upstream's name, description, skills and
+/// modes, but the gateway's interfaces (tenant = the agent's name), capabilities and security
+/// (clients authenticate to the gateway, not to the upstream). The upstream's signatures covered
+/// the card it published, not this one, so they are dropped.
+fn rewritten(upstream: &AgentCard, name: &str, public_url: &str, gateway: &AgentCard) -> AgentCard {
+    let mut capabilities = gateway.capabilities.clone().unwrap_or_default();
+    capabilities.extended_agent_card = Some(false);
+    AgentCard {
+        name: upstream.name.clone(),
+        description: upstream.description.clone(),
+        supported_interfaces: interfaces(public_url, name),
+        provider: upstream.provider.clone(),
+        version: upstream.version.clone(),
+        documentation_url: upstream.documentation_url.clone(),
+        capabilities: Some(capabilities),
+        security_schemes: gateway.security_schemes.clone(),
+        security_requirements: gateway.security_requirements.clone(),
+        default_input_modes: upstream.default_input_modes.clone(),
+        default_output_modes: upstream.default_output_modes.clone(),
+        skills: upstream.skills.clone(),
+        signatures: Vec::new(),
+        icon_url: upstream.icon_url.clone(),
+    }
 }
 
 impl Cards {
@@ -114,7 +150,7 @@ impl Cards {
         let card = AgentCard {
             name: c.name.clone(),
             description: c.description.clone(),
-            supported_interfaces: interfaces(public_url),
+            supported_interfaces: interfaces(public_url, ""),
             provider: c.provider_organization.as_ref().map(|org| AgentProvider {
                 organization: org.clone(),
                 url: c.provider_url.clone().unwrap_or_default(),
@@ -153,16 +189,51 @@ impl Cards {
                 .extend(x.skills.iter().map(AgentSkill::from).map(with_requirements));
             card
         });
+        let agents = agents
+            .iter()
+            .filter_map(|a| {
+                let upstream = a.upstream_card()?;
+                let card = rewritten(&upstream, a.name(), public_url, &card);
+                let doc = CardDocument::new(card, c.cache_max_age_secs);
+                Some((a.name().to_owned(), Arc::new(doc)))
+            })
+            .collect();
         Self {
-            public: CardDocument::new(card, c.cache_max_age_secs),
+            public: Arc::new(CardDocument::new(card, c.cache_max_age_secs)),
             extended,
+            agents,
         }
     }
 }
 
 impl A2aService {
-    pub fn agent_card(&self) -> &CardDocument {
-        &self.inner.card.public
+    fn cards(&self) -> Arc<Cards> {
+        self.inner
+            .card
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The public card at `/.well-known/agent-card.json`.
+    pub fn agent_card(&self) -> Arc<CardDocument> {
+        self.cards().public.clone()
+    }
+
+    /// The rewritten card of upstream agent `name`, once its card is known.
+    pub fn upstream_agent_card(&self, name: &str) -> Option<Arc<CardDocument>> {
+        self.cards().agents.get(name).cloned()
+    }
+
+    /// Rebuilds every card from the agents' current cards (after an upstream card changed).
+    pub(crate) fn rebuild_cards(&self) {
+        let cards = Cards::build(
+            &self.inner.config,
+            &self.inner.agents,
+            &self.inner.public_url,
+            self.inner.auth.as_ref(),
+        );
+        *self.inner.card.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cards);
     }
 
     pub async fn get_extended_agent_card(
@@ -190,8 +261,7 @@ impl A2aService {
                     .into(),
             ));
         }
-        self.inner
-            .card
+        self.cards()
             .extended
             .clone()
             .ok_or(A2aError::ExtendedAgentCardNotConfigured)

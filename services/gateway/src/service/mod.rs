@@ -7,6 +7,7 @@
 //! [`EventBus`].
 
 mod card;
+mod dispatch;
 mod follow;
 mod push;
 mod runner;
@@ -29,7 +30,7 @@ use crate::agents::AgentRegistry;
 use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
 
-pub use card::CardDocument;
+pub use card::{CardDocument, agent_card_path};
 pub use validate::negotiate_version;
 
 /// Who is asking, and with which service parameters.
@@ -71,6 +72,18 @@ pub struct SeqEvent {
     pub event: StreamResponse,
 }
 
+impl SeqEvent {
+    /// A task snapshot as the first event of a stream.
+    pub(crate) fn task(seq: u64, task: a2a_types::v1::Task) -> Self {
+        Self {
+            seq: Some(seq),
+            event: StreamResponse {
+                payload: Some(a2a_types::v1::stream_response::Payload::Task(task)),
+            },
+        }
+    }
+}
+
 /// The streams returned by SendStreamingMessage and SubscribeToTask. An `Err` item is the last.
 pub type EventStream = BoxStream<'static, Result<SeqEvent, A2aError>>;
 
@@ -83,7 +96,9 @@ struct Inner {
     store: Arc<dyn TaskStore>,
     bus: Arc<dyn EventBus>,
     agents: AgentRegistry,
-    card: card::Cards,
+    /// Rebuilt when an upstream agent's card changes.
+    card: std::sync::RwLock<Arc<card::Cards>>,
+    public_url: String,
     /// `None` when the config has no `[auth]`: every caller is `anonymous`.
     auth: Option<Authenticator>,
     config: FileConfig,
@@ -115,7 +130,8 @@ impl A2aService {
                 store,
                 bus,
                 agents,
-                card,
+                card: std::sync::RwLock::new(Arc::new(card)),
+                public_url: public_url.to_owned(),
                 auth,
                 streams: Arc::new(Semaphore::new(config.limits.max_streams)),
                 config,
@@ -124,7 +140,31 @@ impl A2aService {
             }),
         };
         svc.listen_for_control();
+        svc.rebuild_cards_on_change();
         svc
+    }
+
+    /// Rebuilds the cards whenever an agent reports a card or health change, until shutdown.
+    fn rebuild_cards_on_change(&self) {
+        let mut changes = self.inner.agents.changes();
+        let inner = Arc::downgrade(&self.inner);
+        let shutdown = self.inner.shutdown.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    changed = changes.changed() => if changed.is_err() { return },
+                }
+                let Some(inner) = inner.upgrade() else { return };
+                A2aService { inner }.rebuild_cards();
+            }
+        });
+    }
+
+    /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
+    pub async fn wait_for_upstreams(&self, limit: Duration) {
+        let waits = self.inner.agents.iter().map(|a| a.wait_ready(limit));
+        futures::future::join_all(waits).await;
     }
 
     /// Acts on control messages from other replicas (CancelTask received elsewhere for a turn

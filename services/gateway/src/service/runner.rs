@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_bus::BusEvent;
-use a2a_store::{NewTask, TaskChange, TaskRecord};
+use a2a_store::{NewTask, TaskChange, TaskRecord, UpstreamRef};
 use a2a_types::A2aError;
 use a2a_types::state::{
     can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use super::follow::{Follow, settle};
 use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
 use crate::agents::{Agent, AgentEvent, AgentEvents, AgentRequest, accepts};
+use crate::upstream::queue::Priority;
 
 /// Events an agent may have in flight before it waits for the runner.
 const AGENT_EVENT_BUFFER: usize = 32;
@@ -47,20 +48,30 @@ tokio::task_local! {
 }
 
 /// One prepared turn of an agent on a task.
-struct Turn {
-    agent: Arc<dyn Agent>,
-    owner: String,
-    traceparent: Option<String>,
-    request: AgentRequest,
+pub(super) struct Turn {
+    pub agent: Arc<dyn Agent>,
+    pub owner: String,
+    pub traceparent: Option<String>,
+    pub request: AgentRequest,
     /// The sequence number of the task being continued; `None` for a new task.
-    continues: Option<u64>,
-    push_config: Option<TaskPushNotificationConfig>,
-    cancel: CancellationToken,
+    pub continues: Option<u64>,
+    pub push_config: Option<TaskPushNotificationConfig>,
+    pub cancel: CancellationToken,
+    /// A takeover: the task exists and another replica ran this turn until it died.
+    pub resume: bool,
+    pub priority: Priority,
 }
 
-struct SendOptions {
-    history_length: Option<usize>,
-    return_immediately: bool,
+pub(crate) struct SendOptions {
+    pub history_length: Option<usize>,
+    pub return_immediately: bool,
+}
+
+/// What a send turns into.
+enum Prepared {
+    Turn(Box<Turn>, SendOptions),
+    /// The message id was sent before (idempotent SendMessage): follow the task it created.
+    Duplicate(String, SendOptions),
 }
 
 impl A2aService {
@@ -69,11 +80,20 @@ impl A2aService {
         ctx: &RequestContext,
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2aError> {
-        let (turn, opts) = self.prepare_turn(ctx, req).await?;
+        let (turn, opts) = match self.prepare_turn(ctx, req).await? {
+            Prepared::Turn(turn, opts) => (*turn, opts),
+            Prepared::Duplicate(task_id, opts) => {
+                return self.send_duplicate(ctx, &task_id, opts).await;
+            }
+        };
         let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
+        let message_id = turn.request.message.message_id.clone();
         let bus = self.subscribe_bus(&task_id).await?;
         let first = self.start_turn(turn);
-        let payload = match first.await.map_err(|_| runner_gone())?? {
+        let first = self
+            .unclaim_unless_task(&owner, &message_id, first.await)
+            .await;
+        let payload = match first? {
             First::Message(m) => send_message_response::Payload::Message(m),
             First::Task { mut task, seq } => {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
@@ -109,11 +129,26 @@ impl A2aService {
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
         let permit = self.stream_permit()?;
-        let (turn, _) = self.prepare_turn(ctx, req).await?;
+        let turn = match self.prepare_turn(ctx, req).await? {
+            Prepared::Turn(turn, _) => *turn,
+            Prepared::Duplicate(task_id, _) => {
+                let stream = self.stream_duplicate(ctx, &task_id).await?;
+                return Ok(stream
+                    .map(move |item| {
+                        let _permit = &permit;
+                        item
+                    })
+                    .boxed());
+            }
+        };
         let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
+        let message_id = turn.request.message.message_id.clone();
         let bus = self.subscribe_bus(&task_id).await?;
         let first = self.start_turn(turn);
-        let (first_event, tail) = match first.await.map_err(|_| runner_gone())?? {
+        let first = self
+            .unclaim_unless_task(&owner, &message_id, first.await)
+            .await;
+        let (first_event, tail) = match first? {
             First::Message(m) => (
                 SeqEvent {
                     seq: None,
@@ -160,12 +195,12 @@ impl A2aService {
             .boxed())
     }
 
-    /// Validates the request, routes it and loads the task it continues.
+    /// Validates the request, routes it, loads the task it continues and claims its message id.
     async fn prepare_turn(
         &self,
         ctx: &RequestContext,
         req: SendMessageRequest,
-    ) -> Result<(Turn, SendOptions), A2aError> {
+    ) -> Result<Prepared, A2aError> {
         self.check_extensions(ctx)?;
         let limits = &self.inner.config.limits;
         let mut message = validate::message(req.message.as_ref(), limits.max_parts)?.clone();
@@ -181,15 +216,20 @@ impl A2aService {
             None => None,
         };
 
-        let (agent, task, continues) = if message.task_id.is_empty() {
-            let agent = self.inner.agents.resolve(&req.tenant)?;
+        let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
+        let (agent, task, continues, upstream) = if message.task_id.is_empty() {
+            let agent = self
+                .inner
+                .agents
+                .route(&req.tenant, &message, req.metadata.as_ref())?
+                .agent;
             if message.context_id.is_empty() {
                 message.context_id = uuid::Uuid::now_v7().to_string();
             } else {
                 validate::required_id(&message.context_id, "message.contextId")?;
             }
             message.task_id = uuid::Uuid::now_v7().to_string();
-            (agent, None, None)
+            (agent, None, None, None)
         } else {
             let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
             message.context_id = rec.task.context_id.clone();
@@ -199,7 +239,7 @@ impl A2aService {
                     rec.agent
                 ))
             })?;
-            (agent, Some(rec.task), Some(rec.seq))
+            (agent, Some(rec.task), Some(rec.seq), rec.upstream)
         };
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
@@ -216,6 +256,13 @@ impl A2aService {
                 agent: agent.name().to_owned(),
             });
         }
+        let opts = SendOptions {
+            history_length,
+            return_immediately: cfg.return_immediately,
+        };
+        if let Some(task_id) = self.claim(ctx, &message, continues.is_some()).await? {
+            return Ok(Prepared::Duplicate(task_id, opts));
+        }
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),
@@ -225,16 +272,15 @@ impl A2aService {
                 context_id: message.context_id.clone(),
                 message,
                 task,
+                upstream,
             },
             continues,
             push_config,
             cancel: CancellationToken::new(),
+            resume: false,
+            priority,
         };
-        let opts = SendOptions {
-            history_length,
-            return_immediately: cfg.return_immediately,
-        };
-        Ok((turn, opts))
+        Ok(Prepared::Turn(Box::new(turn), opts))
     }
 
     /// The task a message continues: the caller's, with a matching context, interrupted.
@@ -282,7 +328,7 @@ impl A2aService {
     }
 
     /// Claims the task for this process and spawns the runner.
-    fn start_turn(&self, turn: Turn) -> oneshot::Receiver<Result<First, A2aError>> {
+    pub(super) fn start_turn(&self, turn: Turn) -> oneshot::Receiver<Result<First, A2aError>> {
         let (tx, rx) = oneshot::channel();
         let task_id = turn.request.task_id.clone();
         {
@@ -311,29 +357,50 @@ impl A2aService {
     async fn run_turn(&self, turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
         let (tx, mut rx) = mpsc::channel(AGENT_EVENT_BUFFER);
         let events = AgentEvents::new(tx, turn.cancel.clone());
-        // The agent runs inside this task (no second spawn per turn); a panic in it fails the
-        // task instead of killing the runner.
-        let agent_run = AssertUnwindSafe(turn.agent.execute(turn.request.clone(), events))
-            .catch_unwind()
-            .map(|r| r.unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into()))));
-        tokio::pin!(agent_run);
-        let mut agent_result: Option<Result<(), A2aError>> = None;
         let mut runner = Runner {
             svc: self,
             turn: &turn,
             first_tx: Some(first_tx),
             current: None,
+            upstream: None,
         };
-        if let Some(seq) = turn.continues {
-            let change = TaskChange {
-                user_message: Some(turn.request.message.clone()),
-                event: runner.status_event(TaskState::Working, None),
-            };
-            match runner.commit(seq, change).await {
-                Ok(()) => runner.announce(),
-                Err(e) => return runner.fail(e).await,
+        match (turn.continues, turn.resume, turn.request.task.clone()) {
+            (Some(seq), true, Some(task)) => runner.current = Some((task, seq)),
+            (Some(seq), _, _) => {
+                let change = TaskChange {
+                    user_message: Some(turn.request.message.clone()),
+                    event: runner.status_event(TaskState::Working, None),
+                };
+                match runner.commit(seq, change).await {
+                    Ok(()) => runner.announce(),
+                    Err(e) => return runner.fail(e).await,
+                }
             }
+            (None, _, _) => {}
         }
+        // Held until the turn ends: the agent's running slot.
+        let _permit = match runner.admit().await {
+            Ok(permit) => permit,
+            Err(_) if turn.cancel.is_cancelled() => {
+                if let Err(e) = runner.settle(TaskState::Canceled, None).await {
+                    tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the cancel");
+                }
+                return;
+            }
+            Err(e) => return runner.fail(e).await,
+        };
+        // The agent runs inside this task (no second spawn per turn); a panic in it fails the
+        // task instead of killing the runner.
+        let run = if turn.resume {
+            turn.agent.resume(turn.request.clone(), events)
+        } else {
+            turn.agent.execute(turn.request.clone(), events)
+        };
+        let agent_run = AssertUnwindSafe(run)
+            .catch_unwind()
+            .map(|r| r.unwrap_or_else(|_| Err(A2aError::Internal("the agent panicked".into()))));
+        tokio::pin!(agent_run);
+        let mut agent_result: Option<Result<(), A2aError>> = None;
         loop {
             tokio::select! {
                 biased;
@@ -392,10 +459,6 @@ impl A2aService {
     }
 }
 
-fn runner_gone() -> A2aError {
-    A2aError::Internal("the task runner stopped before answering".into())
-}
-
 /// State of one running turn.
 struct Runner<'a> {
     svc: &'a A2aService,
@@ -403,6 +466,8 @@ struct Runner<'a> {
     first_tx: Option<oneshot::Sender<Result<First, A2aError>>>,
     /// The snapshot and sequence number once the task exists.
     current: Option<(Task, u64)>,
+    /// Upstream ids reported before the task existed.
+    upstream: Option<UpstreamRef>,
 }
 
 impl Runner<'_> {
@@ -478,7 +543,43 @@ impl Runner<'_> {
         self.svc.publish(&req.task_id, first.seq, first.event).await;
         self.current = Some((task, first.seq));
         self.announce();
+        if let Some(ids) = self.upstream.take() {
+            self.record_upstream(ids).await?;
+        }
         Ok(())
+    }
+
+    async fn record_upstream(&mut self, ids: UpstreamRef) -> Result<(), A2aError> {
+        self.svc
+            .inner
+            .store
+            .set_upstream(self.task_id(), ids)
+            .await
+            .map_err(|e| store_error(self.task_id(), e))
+    }
+
+    /// Waits for a running slot when the agent has a queue. A turn that has to wait makes its
+    /// task visible first (SUBMITTED), so the caller is answered and can cancel it; a full queue
+    /// is refused before the task exists.
+    async fn admit(&mut self) -> Result<Option<crate::upstream::queue::Permit>, A2aError> {
+        use crate::upstream::queue::Admission;
+        let Some(queue) = self.turn.agent.queue() else {
+            return Ok(None);
+        };
+        let rx = match queue.admit(self.turn.priority)? {
+            Admission::Now(permit) => return Ok(Some(permit)),
+            Admission::Queued(rx) => rx,
+        };
+        tracing::debug!(task_id = %self.task_id(), priority = self.turn.priority.as_str(), "turn queued");
+        if self.current.is_none() {
+            self.create().await?;
+        }
+        tokio::select! {
+            permit = rx => permit
+                .map(Some)
+                .map_err(|_| A2aError::Internal("the dispatch queue closed".into())),
+            _ = self.turn.cancel.cancelled() => Err(A2aError::Internal("canceled while queued".into())),
+        }
     }
 
     /// Stores one change, then publishes it.
@@ -533,6 +634,15 @@ impl Runner<'_> {
     async fn on_event(&mut self, event: AgentEvent) -> Result<bool, A2aError> {
         let req = &self.turn.request;
         let stream_event = match event {
+            AgentEvent::Upstream(ids) => {
+                if self.current.is_none() {
+                    self.upstream = Some(ids);
+                    self.create().await?;
+                } else {
+                    self.record_upstream(ids).await?;
+                }
+                return Ok(false);
+            }
             AgentEvent::Message(mut m) if self.current.is_none() => {
                 m.context_id = req.context_id.clone();
                 m.task_id.clear();

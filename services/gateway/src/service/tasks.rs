@@ -235,15 +235,9 @@ impl A2aService {
                 state.as_str_name()
             )));
         }
-        let head = futures::stream::once({
-            let event = SeqEvent {
-                seq: Some(rec.seq),
-                event: StreamResponse {
-                    payload: Some(Payload::Task(rec.task)),
-                },
-            };
-            async move { Ok(event) }
-        });
+        let head = futures::stream::once(futures::future::ready(Ok(SeqEvent::task(
+            rec.seq, rec.task,
+        ))));
         let stream = if is_interrupted(state) {
             head.boxed()
         } else {

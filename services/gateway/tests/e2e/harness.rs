@@ -70,14 +70,29 @@ impl TestGateway {
         Self::launch_with(toml, database_url, database, &[]).await
     }
 
+    /// An in-memory gateway serving on `listener` (e.g. on the address of one that stopped).
+    pub async fn on_listener(listener: tokio::net::TcpListener, toml: &str) -> Self {
+        Self::launch_on(listener, toml, None, None, &[]).await
+    }
+
     async fn launch_with(
         toml: &str,
         database_url: Option<&str>,
         database: Option<a2a_testing::TestDatabase>,
         env: &[(&str, String)],
     ) -> Self {
-        let file = FileConfig::parse(toml).expect("test config parses");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::launch_on(listener, toml, database_url, database, env).await
+    }
+
+    async fn launch_on(
+        listener: tokio::net::TcpListener,
+        toml: &str,
+        database_url: Option<&str>,
+        database: Option<a2a_testing::TestDatabase>,
+        env: &[(&str, String)],
+    ) -> Self {
+        let file = FileConfig::parse(toml).expect("test config parses");
         let addr = listener.local_addr().unwrap();
         let listen = addr.to_string();
         let config = Config::from_parts(file, |k| match k {
@@ -94,6 +109,7 @@ impl TestGateway {
         }
         let shutdown = CancellationToken::new();
         let svc = app::build(&config, shutdown.clone()).unwrap();
+        app::start(&config, &svc).await;
         let server = tokio::spawn(app::serve(listener, svc, shutdown.clone()));
         Self {
             addr,

@@ -18,3 +18,4 @@ mod push_configs;
 mod redis;
 mod rest;
 mod streams;
+mod upstream;

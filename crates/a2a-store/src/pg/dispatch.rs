@@ -1,0 +1,128 @@
+//! Upstream ids, message claims (idempotent SendMessage) and dispatch leases (migration 0004).
+//! One statement each.
+
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::postgres::PgPool;
+
+use super::db_error;
+use crate::{MessageClaim, Orphan, StoreError, StoreResult, UpstreamRef};
+
+pub(super) async fn set_upstream(
+    pool: &PgPool,
+    task_id: &str,
+    upstream: &UpstreamRef,
+) -> StoreResult<()> {
+    const SQL: &str = "UPDATE tasks SET upstream_task_id = $2, upstream_context_id = $3 \
+                       WHERE id = $1";
+    let done = sqlx::query(SQL)
+        .bind(task_id)
+        .bind(&upstream.task_id)
+        .bind(&upstream.context_id)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(task_id.to_owned()));
+    }
+    Ok(())
+}
+
+/// Inserts the claim, or reads the one that exists, in one statement: the `INSERT` returns
+/// nothing on conflict, and the `UNION` reads the row it conflicted with.
+pub(super) async fn claim_message(
+    pool: &PgPool,
+    owner: &str,
+    message_id: &str,
+    task_id: &str,
+) -> StoreResult<MessageClaim> {
+    const SQL: &str = "\
+        WITH ins AS (INSERT INTO message_claims (owner, message_id, task_id) \
+                     VALUES ($1, $2, $3) ON CONFLICT (owner, message_id) DO NOTHING \
+                     RETURNING task_id) \
+        SELECT task_id, true AS claimed FROM ins \
+        UNION ALL \
+        SELECT task_id, false AS claimed FROM message_claims \
+         WHERE owner = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM ins)";
+    let row = sqlx::query(SQL)
+        .bind(owner)
+        .bind(message_id)
+        .bind(task_id)
+        .fetch_optional(pool)
+        .await
+        .map_err(db_error)?;
+    // No row: the conflicting claim was released between the two reads; the caller retries.
+    let Some(row) = row else {
+        return Err(StoreError::Conflict {
+            task_id: task_id.to_owned(),
+            expected: 0,
+            actual: 0,
+        });
+    };
+    let claimed: bool = row.try_get("claimed").map_err(db_error)?;
+    if claimed {
+        return Ok(MessageClaim::Claimed);
+    }
+    Ok(MessageClaim::Existing(
+        row.try_get("task_id").map_err(db_error)?,
+    ))
+}
+
+pub(super) async fn release_message(
+    pool: &PgPool,
+    owner: &str,
+    message_id: &str,
+) -> StoreResult<()> {
+    sqlx::query("DELETE FROM message_claims WHERE owner = $1 AND message_id = $2")
+        .bind(owner)
+        .bind(message_id)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(())
+}
+
+/// Renews `replica`'s lease, then claims orphans: running tasks whose dispatcher holds no live
+/// lease. `SKIP LOCKED` lets several survivors scan at once without claiming a task twice; the
+/// claim itself is the `UPDATE` of the dispatcher.
+pub(super) async fn take_over(
+    pool: &PgPool,
+    replica: &str,
+    lease: Duration,
+    limit: usize,
+) -> StoreResult<Vec<Orphan>> {
+    const RENEW: &str = "\
+        INSERT INTO dispatch_leases (replica, expires_at) \
+        VALUES ($1, now() + make_interval(secs => $2)) \
+        ON CONFLICT (replica) DO UPDATE SET expires_at = excluded.expires_at";
+    const CLAIM: &str = "\
+        WITH orphans AS (\
+            SELECT t.id FROM tasks t \
+             WHERE t.state IN (1, 2) AND t.dispatcher IS DISTINCT FROM $1 \
+               AND NOT EXISTS (SELECT 1 FROM dispatch_leases l \
+                                WHERE l.replica = t.dispatcher AND l.expires_at > now()) \
+             LIMIT $2 FOR UPDATE SKIP LOCKED) \
+        UPDATE tasks t SET dispatcher = $1 FROM orphans o WHERE t.id = o.id \
+        RETURNING t.id, t.owner";
+    sqlx::query(RENEW)
+        .bind(replica)
+        .bind(lease.as_secs_f64())
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    let rows = sqlx::query(CLAIM)
+        .bind(replica)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?;
+    rows.iter()
+        .map(|r| {
+            Ok(Orphan {
+                task_id: r.try_get("id").map_err(db_error)?,
+                owner: r.try_get("owner").map_err(db_error)?,
+            })
+        })
+        .collect()
+}

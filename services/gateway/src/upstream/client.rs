@@ -1,0 +1,387 @@
+//! The gateway as a client of one upstream agent: the binding chosen from its card, the
+//! credentials its card asks for (API key, or an OAuth2 client-credentials token cached until
+//! shortly before it expires), and the mapping of client failures to the errors clients see.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use a2a_client::{A2aClient, ClientError, ClientPrefs, EventStream};
+use a2a_types::A2aError;
+use a2a_types::v1::{
+    AgentCard, CancelTaskRequest, GetTaskRequest, SendMessageRequest, SendMessageResponse,
+    SubscribeToTaskRequest, Task, security_scheme::Scheme,
+};
+use futures::StreamExt;
+
+use super::config::{AgentConfig, Credentials};
+use super::v03::V03Client;
+
+/// A token is refreshed this long before it expires.
+const TOKEN_SLACK: Duration = Duration::from_secs(30);
+
+/// How the gateway authenticates to the upstream, resolved against its card.
+#[derive(Clone)]
+enum Auth {
+    None,
+    Header { name: String, value: String },
+    OAuth2(std::sync::Arc<TokenSource>),
+}
+
+/// OAuth2 client credentials with a cached token.
+struct TokenSource {
+    token_url: String,
+    client_id: String,
+    client_secret: String,
+    scopes: Vec<String>,
+    cached: Mutex<Option<(String, Instant)>>,
+}
+
+#[derive(Clone)]
+enum Transport {
+    V1(A2aClient),
+    V03(V03Client),
+}
+
+/// A client bound to an upstream's interface, with its credentials. Cheap to clone.
+#[derive(Clone)]
+pub struct UpstreamClient {
+    agent: String,
+    transport: Transport,
+    auth: Auth,
+    http: reqwest::Client,
+}
+
+impl UpstreamClient {
+    /// Binds to the first interface of `card` this gateway speaks (limited to the configured
+    /// bindings), with the credentials the card's security schemes ask for.
+    pub fn new(
+        config: &AgentConfig,
+        card: &AgentCard,
+        http: reqwest::Client,
+    ) -> Result<Self, String> {
+        let name = &config.name;
+        let timeout = Duration::from_secs(config.timeout_secs.max(1));
+        let transport = if config.protocol == "0.3" {
+            Transport::V03(V03Client::from_card(card, http.clone(), timeout)?)
+        } else {
+            let prefs = ClientPrefs {
+                bindings: config
+                    .bindings
+                    .iter()
+                    .filter_map(|b| a2a_client::BindingKind::from_card_name(b))
+                    .collect(),
+                ..ClientPrefs::default()
+            };
+            let mut client = A2aClient::from_card(card, &prefs, http.clone())
+                .map_err(|e| format!("agents.{name}: {e}"))?
+                .with_timeout(timeout);
+            if let Some(tenant) = &config.tenant {
+                client = client.with_tenant(tenant);
+            }
+            Transport::V1(client)
+        };
+        let auth = resolve_auth(name, card, config.credentials.as_ref())?;
+        Ok(Self {
+            agent: name.clone(),
+            transport,
+            auth,
+            http,
+        })
+    }
+
+    /// The binding in use (`JSONRPC`, `HTTP+JSON`, `GRPC`, or `JSONRPC/0.3`).
+    pub fn binding(&self) -> String {
+        match &self.transport {
+            Transport::V1(c) => c.binding().kind().card_name().to_owned(),
+            Transport::V03(_) => "JSONRPC/0.3".to_owned(),
+        }
+    }
+
+    /// The A2A 1.0 client with this call's credentials.
+    async fn authorised(&self) -> Result<Transport, A2aError> {
+        let header = match &self.auth {
+            Auth::None => None,
+            Auth::Header { name, value } => Some((name.clone(), value.clone())),
+            Auth::OAuth2(source) => Some((
+                "authorization".to_owned(),
+                format!("Bearer {}", source.token(&self.http, &self.agent).await?),
+            )),
+        };
+        Ok(match (&self.transport, header) {
+            (t, None) => t.clone(),
+            (Transport::V1(c), Some((k, v))) => Transport::V1(
+                c.clone()
+                    .with_header(&k, &v)
+                    .map_err(|e| self.error(ClientError::Config(e.to_string())))?,
+            ),
+            (Transport::V03(c), Some((k, v))) => Transport::V03(c.with_header(k, v)),
+        })
+    }
+
+    /// After the upstream refused the credentials, a cached token is dropped.
+    fn on_error(&self, e: &ClientError) {
+        if let (Auth::OAuth2(source), Some(A2aError::Unauthenticated(_))) = (&self.auth, e.as_a2a())
+        {
+            *source.cached.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+    }
+
+    pub async fn send(&self, req: SendMessageRequest) -> Result<SendMessageResponse, A2aError> {
+        let result = match self.authorised().await? {
+            Transport::V1(c) => c.send_message(req).await,
+            Transport::V03(c) => c.send_message(req).await,
+        };
+        result.map_err(|e| self.error(e))
+    }
+
+    pub async fn stream(&self, req: SendMessageRequest) -> Result<EventStream, A2aError> {
+        let result = match self.authorised().await? {
+            Transport::V1(c) => c.send_streaming_message(req).await,
+            Transport::V03(c) => c.send_streaming_message(req).await,
+        };
+        result.map_err(|e| self.error(e))
+    }
+
+    pub async fn get_task(&self, id: &str) -> Result<Task, A2aError> {
+        self.get_task_raw(id).await.map_err(|e| self.error(e))
+    }
+
+    async fn get_task_raw(&self, id: &str) -> Result<Task, ClientError> {
+        let req = GetTaskRequest {
+            id: id.to_owned(),
+            history_length: Some(0),
+            ..Default::default()
+        };
+        match self.authorised().await.map_err(ClientError::A2a)? {
+            Transport::V1(c) => c.get_task(req).await,
+            Transport::V03(c) => c.get_task(req).await,
+        }
+    }
+
+    pub async fn cancel(&self, id: &str) -> Result<Task, A2aError> {
+        let req = CancelTaskRequest {
+            id: id.to_owned(),
+            ..Default::default()
+        };
+        let result = match self.authorised().await? {
+            Transport::V1(c) => c.cancel_task(req).await,
+            Transport::V03(c) => c.cancel_task(req).await,
+        };
+        result.map_err(|e| self.error(e))
+    }
+
+    pub async fn subscribe(&self, id: &str) -> Result<EventStream, A2aError> {
+        let req = SubscribeToTaskRequest {
+            id: id.to_owned(),
+            ..Default::default()
+        };
+        let result = match self.authorised().await? {
+            Transport::V1(c) => c.subscribe_to_task(req).await,
+            Transport::V03(c) => c.subscribe_to_task(req).await,
+        };
+        result.map_err(|e| self.error(e))
+    }
+
+    /// A heartbeat: a GetTask for an id no agent has. An A2A answer (TaskNotFound) proves the
+    /// agent serves its binding; no answer, a malformed one or a server error does not.
+    pub async fn probe(&self) -> Result<(), String> {
+        match self.get_task_raw("a2a-gateway-health-probe").await {
+            Ok(_) => Ok(()),
+            Err(ClientError::A2a(A2aError::Unavailable(m))) => Err(m),
+            Err(ClientError::A2a(_)) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Maps a client failure to what the caller is told: no answer is `Unavailable`, a malformed
+    /// answer `InvalidAgentResponse`; the upstream's own A2A errors pass through, except those
+    /// that would leak its ids or are about the gateway's credentials.
+    pub fn error(&self, e: ClientError) -> A2aError {
+        self.on_error(&e);
+        upstream_error(&self.agent, e)
+    }
+
+    /// Wraps a stream so its failures are mapped like a call's.
+    pub fn map_stream(
+        &self,
+        stream: EventStream,
+    ) -> futures::stream::BoxStream<'static, Result<a2a_types::v1::StreamResponse, A2aError>> {
+        let agent = self.agent.clone();
+        stream
+            .map(move |item| {
+                item.map(|e| e.response)
+                    .map_err(|e| upstream_error(&agent, e))
+            })
+            .boxed()
+    }
+}
+
+pub fn upstream_error(agent: &str, e: ClientError) -> A2aError {
+    match e {
+        ClientError::Transport { context, source } => {
+            tracing::warn!(agent, context = %context, error = %source, "upstream unreachable");
+            A2aError::Unavailable(format!(
+                "upstream agent {agent} is unavailable ({context}); retry later"
+            ))
+        }
+        ClientError::Decode { context, message } => {
+            tracing::warn!(agent, context = %context, error = %message, "malformed upstream answer");
+            A2aError::InvalidAgentResponse(format!(
+                "upstream agent {agent} sent a malformed answer ({context}: {message})"
+            ))
+        }
+        ClientError::Unclassified { status, message } => {
+            tracing::warn!(agent, status = %status, error = %message, "unclassified upstream error");
+            let unavailable = status.starts_with("HTTP 5")
+                || status.contains("UNAVAILABLE")
+                || status.contains("DEADLINE");
+            if unavailable {
+                A2aError::Unavailable(format!(
+                    "upstream agent {agent} is unavailable ({status}); retry later"
+                ))
+            } else {
+                A2aError::InvalidAgentResponse(format!(
+                    "upstream agent {agent} answered with an unexpected error ({status})"
+                ))
+            }
+        }
+        ClientError::Config(m) => {
+            tracing::error!(agent, error = %m, "upstream client configuration");
+            A2aError::Internal(format!("upstream agent {agent} cannot be reached: {m}"))
+        }
+        ClientError::A2a(e) => match e {
+            A2aError::TaskNotFound { .. } => A2aError::InvalidAgentResponse(format!(
+                "upstream agent {agent} no longer knows this task"
+            )),
+            A2aError::TaskNotCancelable { state, .. } => A2aError::UnsupportedOperation(format!(
+                "upstream agent {agent} cannot cancel the task: it is {}",
+                state.as_str_name()
+            )),
+            A2aError::Unauthenticated(_) | A2aError::PermissionDenied(_) => {
+                tracing::error!(agent, "the upstream refused the gateway's credentials");
+                A2aError::Unavailable(format!(
+                    "upstream agent {agent} refused the gateway's credentials"
+                ))
+            }
+            other => other,
+        },
+    }
+}
+
+/// The upstream card's schemes decide where the configured secret goes.
+fn resolve_auth(
+    name: &str,
+    card: &AgentCard,
+    credentials: Option<&Credentials>,
+) -> Result<Auth, String> {
+    let Some(c) = credentials else {
+        return Ok(Auth::None);
+    };
+    let schemes = || {
+        card.security_schemes
+            .values()
+            .filter_map(|s| s.scheme.as_ref())
+    };
+    if let Some(key) = &c.api_key {
+        let scheme = schemes().find_map(|s| match s {
+            Scheme::ApiKeySecurityScheme(k) => Some(k),
+            _ => None,
+        });
+        return Ok(match scheme {
+            Some(k) if k.location.eq_ignore_ascii_case("cookie") => Auth::Header {
+                name: "cookie".into(),
+                value: format!("{}={key}", k.name),
+            },
+            Some(k) if k.location.eq_ignore_ascii_case("header") => Auth::Header {
+                name: k.name.to_ascii_lowercase(),
+                value: key.clone(),
+            },
+            Some(k) => {
+                return Err(format!(
+                    "agents.{name}: the card's API key goes in the {:?}, which this gateway \
+                     cannot send; only header and cookie keys are supported",
+                    k.location
+                ));
+            }
+            // A card without an apiKey scheme: the conventional header.
+            None => Auth::Header {
+                name: "x-api-key".into(),
+                value: key.clone(),
+            },
+        });
+    }
+    let (Some(client_id), Some(client_secret)) = (&c.client_id, &c.client_secret) else {
+        return Ok(Auth::None);
+    };
+    let from_card = schemes().find_map(|s| match s {
+        Scheme::Oauth2SecurityScheme(o) => o.flows.as_ref()?.flow.as_ref().and_then(|f| match f {
+            a2a_types::v1::o_auth_flows::Flow::ClientCredentials(cc) => Some(cc.token_url.clone()),
+            _ => None,
+        }),
+        _ => None,
+    });
+    let token_url = c.token_url.clone().or(from_card).ok_or_else(|| {
+        format!(
+            "agents.{name}: client credentials need a token URL: the card declares no OAuth2 \
+             clientCredentials flow and credentials.token_url is not set"
+        )
+    })?;
+    Ok(Auth::OAuth2(std::sync::Arc::new(TokenSource {
+        token_url,
+        client_id: client_id.clone(),
+        client_secret: client_secret.clone(),
+        scopes: c.scopes.clone(),
+        cached: Mutex::new(None),
+    })))
+}
+
+impl TokenSource {
+    /// The cached token, or a new one from the token endpoint.
+    async fn token(&self, http: &reqwest::Client, agent: &str) -> Result<String, A2aError> {
+        if let Some((token, until)) = self
+            .cached
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            && Instant::now() < *until
+        {
+            return Ok(token.clone());
+        }
+        let body = {
+            let mut form = url::form_urlencoded::Serializer::new(String::new());
+            form.append_pair("grant_type", "client_credentials");
+            form.append_pair("client_id", &self.client_id);
+            form.append_pair("client_secret", &self.client_secret);
+            if !self.scopes.is_empty() {
+                form.append_pair("scope", &self.scopes.join(" "));
+            }
+            form.finish()
+        };
+        let unavailable = |why: String| {
+            tracing::warn!(agent, error = %why, "cannot get an upstream token");
+            A2aError::Unavailable(format!(
+                "upstream agent {agent}: no token from its token endpoint; retry later"
+            ))
+        };
+        let resp = http
+            .post(&self.token_url)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| unavailable(e.to_string()))?;
+        if !resp.status().is_success() {
+            return Err(unavailable(format!("HTTP {}", resp.status())));
+        }
+        let body: serde_json::Value = resp.json().await.map_err(|e| unavailable(e.to_string()))?;
+        let token = body["access_token"]
+            .as_str()
+            .ok_or_else(|| unavailable("no access_token in the answer".into()))?
+            .to_owned();
+        let lifetime = Duration::from_secs(body["expires_in"].as_u64().unwrap_or(300));
+        let until = Instant::now() + lifetime.saturating_sub(TOKEN_SLACK);
+        *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some((token.clone(), until));
+        Ok(token)
+    }
+}

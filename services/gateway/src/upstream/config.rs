@@ -1,0 +1,176 @@
+//! `[[agents]]`: the upstream agents of the registry, as the configuration file declares them.
+
+use std::fmt;
+
+use a2a_types::v1::AgentCard;
+use serde::Deserialize;
+
+/// One upstream A2A agent.
+///
+/// ```toml
+/// [[agents]]
+/// name = "billing"                          # the tenant that reaches it
+/// card_url = "https://billing.example.com"  # or an inline `card = { ... }` (ProtoJSON shape)
+/// max_concurrency = 16                      # turns running at once
+/// queue_capacity = 64                       # turns waiting beyond that; more are refused
+/// weight = 1.0                              # multiplies its routing score
+/// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
+/// ```
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub name: String,
+    /// Where the agent card is published (a base URL gets `/.well-known/agent-card.json`).
+    pub card_url: Option<String>,
+    /// The card itself, when the agent publishes none (ProtoJSON field names).
+    pub card: Option<toml::Value>,
+    /// A2A version the upstream speaks: `1.0` (default), or `0.3` (JSON-RPC only).
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
+    /// Bindings the gateway may use toward it, in the card's order (default: any of the three).
+    #[serde(default)]
+    pub bindings: Vec<String>,
+    /// Tenant sent upstream; default: the tenant of the card interface.
+    pub tenant: Option<String>,
+    #[serde(default)]
+    pub credentials: Option<Credentials>,
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: usize,
+    #[serde(default = "default_queue")]
+    pub queue_capacity: usize,
+    #[serde(default = "default_weight")]
+    pub weight: f64,
+    /// Seconds between heartbeats while healthy (failures back off from 1 s up to this).
+    #[serde(default = "default_health_interval")]
+    pub health_interval_secs: u64,
+    /// Bound on one upstream call (a stream: until it opens).
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+}
+
+/// What the gateway presents to the upstream, according to the upstream card's security
+/// schemes: an API key (where the card's apiKey scheme says), or OAuth2 client credentials
+/// against the token URL of the card's clientCredentials flow (`token_url` overrides it).
+#[derive(Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    pub api_key: Option<String>,
+    pub client_id: Option<String>,
+    pub client_secret: Option<String>,
+    pub token_url: Option<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// Secrets stay out of logs: only the name and the kind of credential print.
+impl fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("name", &self.name)
+            .field("card_url", &self.card_url)
+            .field("protocol", &self.protocol)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(Credentials::kind),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credentials {
+    pub fn kind(&self) -> &'static str {
+        if self.api_key.is_some() {
+            "api_key"
+        } else if self.client_id.is_some() {
+            "oauth2_client_credentials"
+        } else {
+            "none"
+        }
+    }
+}
+
+fn default_protocol() -> String {
+    "1.0".into()
+}
+fn default_concurrency() -> usize {
+    16
+}
+fn default_queue() -> usize {
+    64
+}
+fn default_weight() -> f64 {
+    1.0
+}
+fn default_health_interval() -> u64 {
+    10
+}
+fn default_timeout() -> u64 {
+    30
+}
+
+impl AgentConfig {
+    /// Checks what can be checked without the network; one clear line per problem.
+    pub fn validate(&self, builtin: &[&str]) -> Result<(), String> {
+        let name = &self.name;
+        let valid_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.');
+        if !valid_name {
+            return Err(format!(
+                "agents: name {name:?} must be non-empty ASCII letters, digits, '-', '_' or '.'"
+            ));
+        }
+        if builtin.contains(&name.as_str()) {
+            return Err(format!("agents.{name}: the name of a built-in agent"));
+        }
+        match (&self.card_url, &self.card) {
+            (Some(url), None) => {
+                url::Url::parse(url).map_err(|e| format!("agents.{name}.card_url {url:?}: {e}"))?;
+            }
+            (None, Some(_)) => {
+                self.inline_card()?;
+            }
+            _ => {
+                return Err(format!(
+                    "agents.{name}: set exactly one of card_url and card"
+                ));
+            }
+        }
+        if !matches!(self.protocol.as_str(), "1.0" | "0.3") {
+            return Err(format!("agents.{name}.protocol must be \"1.0\" or \"0.3\""));
+        }
+        for b in &self.bindings {
+            if a2a_client::BindingKind::from_card_name(b).is_none() {
+                return Err(format!(
+                    "agents.{name}.bindings: {b:?} is not JSONRPC, HTTP+JSON or GRPC"
+                ));
+            }
+        }
+        if self.max_concurrency == 0 {
+            return Err(format!("agents.{name}.max_concurrency must be at least 1"));
+        }
+        if !(self.weight.is_finite() && self.weight > 0.0) {
+            return Err(format!("agents.{name}.weight must be a positive number"));
+        }
+        if let Some(c) = &self.credentials
+            && c.client_id.is_some() != c.client_secret.is_some()
+        {
+            return Err(format!(
+                "agents.{name}.credentials: client_id and client_secret go together"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The inline card, parsed from its ProtoJSON shape.
+    pub fn inline_card(&self) -> Result<Option<AgentCard>, String> {
+        let Some(card) = &self.card else {
+            return Ok(None);
+        };
+        let json = serde_json::to_value(card).map_err(|e| e.to_string())?;
+        serde_json::from_value(json)
+            .map(Some)
+            .map_err(|e| format!("agents.{}.card is not an AgentCard: {e}", self.name))
+    }
+}
