@@ -157,6 +157,18 @@ impl RedisEventBus {
     }
 }
 
+/// The worker stream: every committed event of every task, read by the push worker's consumer
+/// group.
+pub fn events_key(prefix: &str) -> String {
+    format!("{prefix}events")
+}
+
+/// Decodes an entry of a task stream or of the worker stream ([`events_key`]); `None` for an
+/// entry this build cannot read.
+pub fn decode_entry(entry: &redis::streams::StreamId) -> Option<BusEvent> {
+    decode(entry)
+}
+
 fn control_key(prefix: &str) -> String {
     format!("{prefix}control")
 }
@@ -238,7 +250,7 @@ impl EventBus for RedisEventBus {
             .arg(TASK_TTL_SECS)
             .ignore()
             .cmd("XADD")
-            .arg(format!("{}events", self.shared.prefix))
+            .arg(events_key(&self.shared.prefix))
             .arg("MAXLEN")
             .arg("~")
             .arg(EVENTS_MAXLEN)

@@ -20,6 +20,7 @@
 
 mod batch;
 mod codec;
+mod delivery;
 mod keys;
 mod push;
 mod read;
@@ -44,6 +45,9 @@ use batch::{AppendJob, CreateJob};
 use codec::{Plan, TaskRow};
 use write::Writer;
 
+pub use delivery::{
+    AttemptRecord, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
+};
 pub use keys::{ApiKeyRecord, PgApiKeys};
 
 /// The schema, embedded from `migrations/`.
