@@ -349,28 +349,36 @@ impl PgDeliveryStore {
 
     /// Dead letters, oldest first: those never replayed, or all of them with `all`.
     pub async fn dead_letters(&self, all: bool, limit: i64) -> StoreResult<Vec<DeadLetter>> {
-        let sql = format!(
-            "SELECT {DEAD_LETTER_COLUMNS} FROM push_dead_letters \
-              WHERE $1 OR replayed_at IS NULL ORDER BY id LIMIT $2"
-        );
-        let rows = sqlx::query(&sql)
+        self.select_dead_letters(None, all, limit).await
+    }
+
+    /// One dead letter by id.
+    pub async fn dead_letter(&self, id: i64) -> StoreResult<Option<DeadLetter>> {
+        Ok(self.select_dead_letters(Some(id), true, 1).await?.pop())
+    }
+
+    async fn select_dead_letters(
+        &self,
+        id: Option<i64>,
+        all: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        // Times as Unix ms: sqlx is built without chrono.
+        const SQL: &str = "\
+            SELECT id, task_id, seq, config, event, attempts, last_error, \
+                   (extract(epoch FROM created_at) * 1000)::int8 AS created_ms, \
+                   (extract(epoch FROM replayed_at) * 1000)::int8 AS replayed_ms, replay_outcome \
+              FROM push_dead_letters \
+             WHERE ($1::int8 IS NULL OR id = $1) AND ($2 OR replayed_at IS NULL) \
+             ORDER BY id LIMIT $3";
+        let rows = sqlx::query(SQL)
+            .bind(id)
             .bind(all)
             .bind(limit)
             .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
         rows.iter().map(dead_letter).collect()
-    }
-
-    /// One dead letter by id.
-    pub async fn dead_letter(&self, id: i64) -> StoreResult<Option<DeadLetter>> {
-        let sql = format!("SELECT {DEAD_LETTER_COLUMNS} FROM push_dead_letters WHERE id = $1");
-        let row = sqlx::query(&sql)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(db_error)?;
-        row.as_ref().map(dead_letter).transpose()
     }
 
     /// Records the outcome of a replay.
@@ -394,11 +402,6 @@ impl PgDeliveryStore {
             .map_err(db_error)
     }
 }
-
-/// The columns [`dead_letter`] reads (times as Unix ms: sqlx is built without chrono).
-const DEAD_LETTER_COLUMNS: &str = "id, task_id, seq, config, event, attempts, last_error, \
-    (extract(epoch FROM created_at) * 1000)::int8 AS created_ms, \
-    (extract(epoch FROM replayed_at) * 1000)::int8 AS replayed_ms, replay_outcome";
 
 fn dead_letter(row: &sqlx::postgres::PgRow) -> StoreResult<DeadLetter> {
     let config: Vec<u8> = row.try_get("config").map_err(row_error)?;
