@@ -48,7 +48,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    init_tracing();
+    // `serve` logs to stdout (where it says where it listens); the CLI keeps stdout for output.
+    init_tracing(command == "serve");
     let config = match WorkerConfig::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -117,11 +118,15 @@ async fn signal_shutdown(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-fn init_tracing() {
+fn init_tracing(stdout: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    if stdout {
+        fmt.init();
+    } else {
+        fmt.with_writer(std::io::stderr).init();
+    }
 }

@@ -137,8 +137,9 @@ impl PgDeliveryStore {
     }
 
     /// Takes (or renews) the task's lease for `worker` and returns its progress and push configs,
-    /// in creation order. A task seen for the first time starts after `first_seq - 1`: a config
-    /// receives the events from the first one the worker handles after it was created.
+    /// in creation order. The progress row is created with the task's first push config (see
+    /// `push::put`); for a task without one (configs stored before migration 0003) delivery
+    /// starts at `first_seq`, the first event this worker handles.
     pub async fn claim(
         &self,
         task_id: &str,
