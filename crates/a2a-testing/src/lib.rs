@@ -9,9 +9,11 @@
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
 mod pg;
+mod process;
 mod redis;
 
 pub use pg::{PgServer, TestDatabase};
+pub use process::spawn_listening;
 pub use redis::{RedisServer, TestRedis};
 
 /// The variable naming an existing PostgreSQL server for tests (any database on it works as the

@@ -3,9 +3,8 @@
 //! processes on the same database, Redis prefix and key.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use a2a_gateway::app;
@@ -207,32 +206,9 @@ pub struct WorkerProcess {
 
 impl WorkerProcess {
     fn start(env: Vec<(String, String)>) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_a2a-worker"))
-            .env_clear()
-            .envs(env)
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the worker binary starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the worker logs where it listens")
-                .unwrap();
-            if let Some(at) = line.find("listening on http://") {
-                let rest = &line[at + "listening on http://".len()..];
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                if std::env::var_os("A2A_TEST_LOG").is_some() {
-                    eprintln!("worker: {line}");
-                }
-            }
-        });
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-worker"));
+        cmd.env_clear().envs(env).env("NO_COLOR", "1");
+        let (child, addr) = a2a_testing::spawn_listening(cmd, "worker");
         Self { child, addr }
     }
 
