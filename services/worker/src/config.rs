@@ -282,3 +282,18 @@ mod tests {
         assert_eq!(p.delay(1, Some(Duration::from_secs(3600))), MAX_RETRY_AFTER);
     }
 }
+
+#[cfg(test)]
+mod readme {
+    /// The README's worker table names every variable the worker reads.
+    #[test]
+    fn the_readme_lists_every_variable() {
+        let readme = include_str!("../../../README.md");
+        for (name, _) in super::ENV_VARS {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "README misses {name}"
+            );
+        }
+    }
+}
