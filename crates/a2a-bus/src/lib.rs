@@ -21,7 +21,7 @@ pub use local::LocalEventBus;
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;
 #[cfg(feature = "redis")]
-pub use redis::RedisEventBus;
+pub use redis::{RedisEventBus, decode_entry, events_key};
 
 /// One committed event of one task.
 #[derive(Debug, Clone, PartialEq)]

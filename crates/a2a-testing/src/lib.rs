@@ -8,10 +8,14 @@
 //! - [`PgServer`] is such a private server; fault tests (stopping PostgreSQL under a running
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
+mod calls;
 mod pg;
+mod process;
 mod redis;
 
+pub use calls::{env_of, jsonrpc};
 pub use pg::{PgServer, TestDatabase};
+pub use process::spawn_listening;
 pub use redis::{RedisServer, TestRedis};
 
 /// The variable naming an existing PostgreSQL server for tests (any database on it works as the

@@ -133,12 +133,24 @@ pub fn router(svc: A2aService) -> Router {
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
+        .route(a2a_push::JWKS_PATH, get(jwks))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .merge(rest::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(svc)
         .merge(grpc)
+}
+
+/// The public keys that verify push deliveries (`X-A2A-Push-Signature`).
+async fn jwks(State(svc): State<A2aService>) -> impl IntoResponse {
+    (
+        [
+            (axum::http::header::CONTENT_TYPE, "application/jwk-set+json"),
+            (axum::http::header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        svc.jwks(),
+    )
 }
 
 async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {

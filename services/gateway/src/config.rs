@@ -42,6 +42,16 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "prefix of every Redis key the gateway uses (replicas of one deployment share it); \
          default `a2a:`",
     ),
+    (
+        "A2A_PUSH_ALLOWED_HOSTS",
+        "webhook hosts and networks allowed although internal (comma separated host names, \
+         IP literals, CIDR networks; `*` = all); default none ([push] allowed_hosts)",
+    ),
+    (
+        "A2A_PUSH_SIGNING_KEYS",
+        "push delivery signing keys published at /.well-known/jwks.json: comma separated \
+         `[kid=]path` of PKCS#8 PEM files, the first signs; default none ([push] signing_keys)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -84,6 +94,8 @@ pub struct FileConfig {
     /// Upstream A2A agents (`[[agents]]`), routed to beside the built-in ones.
     pub agents: Vec<crate::upstream::config::AgentConfig>,
     pub dispatch: DispatchConfig,
+    /// Webhook address policy and delivery signing keys (shared with `a2a-worker`).
+    pub push: PushConfig,
 }
 
 /// Crash-safe dispatch (with PostgreSQL): each replica's lease on the tasks it runs.
@@ -99,6 +111,19 @@ impl Default for DispatchConfig {
     fn default() -> Self {
         Self { lease_ms: 15_000 }
     }
+}
+
+/// `[push]`: what the gateway and the worker must agree on about webhooks.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PushConfig {
+    /// Internal hosts and networks webhooks may reach (`A2A_PUSH_ALLOWED_HOSTS`).
+    pub allowed_hosts: Vec<String>,
+    /// `[kid=]path` of the signing keys, the first signs (`A2A_PUSH_SIGNING_KEYS`).
+    pub signing_keys: Vec<String>,
+    /// The keys `signing_keys` names, read when the configuration is loaded.
+    #[serde(skip)]
+    pub keys: a2a_push::SigningKeys,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -267,6 +292,8 @@ impl Config {
             return Err("limits.max_parts must be at least 1".into());
         }
         let database = database_config(&file.database, &nonempty)?;
+        let mut file = file;
+        file.push = push_config(file.push, &nonempty)?;
         Ok(Self {
             listen,
             public_url,
@@ -287,6 +314,32 @@ impl Config {
             _ => "distributed",
         }
     }
+}
+
+/// `[push]` with `A2A_PUSH_ALLOWED_HOSTS` / `A2A_PUSH_SIGNING_KEYS` applied (env wins), the
+/// allowlist checked and the keys read.
+fn push_config(
+    mut push: PushConfig,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<PushConfig, String> {
+    let list = |v: String| -> Vec<String> {
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    if let Some(v) = env(a2a_push::ALLOWED_HOSTS_VAR) {
+        push.allowed_hosts = list(v);
+    }
+    if let Some(v) = env(a2a_push::SIGNING_KEYS_VAR) {
+        push.signing_keys = list(v);
+    }
+    a2a_push::AddressPolicy::from_entries(&push.allowed_hosts)
+        .map_err(|e| format!("push.allowed_hosts ({}): {e}", a2a_push::ALLOWED_HOSTS_VAR))?;
+    push.keys = a2a_push::SigningKeys::load(&push.signing_keys.join(","))
+        .map_err(|e| format!("push.signing_keys ({}): {e}", a2a_push::SIGNING_KEYS_VAR))?;
+    Ok(push)
 }
 
 /// `[database]` with the `A2A_DATABASE_*` / `A2A_MIGRATE` variables applied (env wins).
@@ -352,15 +405,7 @@ impl FileConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use a2a_testing::env_of as env;
 
     #[test]
     fn defaults_are_embedded_on_8080() {

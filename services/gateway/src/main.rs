@@ -113,7 +113,10 @@ async fn run(config: Config) -> ExitCode {
         config.mode(),
         config.public_url
     );
-    tokio::spawn(signal_shutdown(shutdown.clone()));
+    tokio::spawn(a2a_process::shutdown_on_signal(
+        shutdown.clone(),
+        "closing streams, finishing requests",
+    ));
     match app::serve(listener, svc, shutdown).await {
         Ok(()) => {
             tracing::info!("a2a-gateway stopped");
@@ -124,24 +127,6 @@ async fn run(config: Config) -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// Cancels `shutdown` on SIGINT or SIGTERM.
-async fn signal_shutdown(shutdown: CancellationToken) {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("a SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
-    tracing::info!("shutting down: closing streams, finishing requests");
-    shutdown.cancel();
 }
 
 fn init_tracing() {

@@ -156,16 +156,24 @@ impl RedisEventBus {
     }
 }
 
+/// The combined stream: every committed event of every task, read by each replica's reader and
+/// by the push worker's consumer group.
+pub fn events_key(prefix: &str) -> String {
+    format!("{prefix}events")
+}
+
+/// Decodes an entry of a task stream or of the worker stream ([`events_key`]); `None` for an
+/// entry this build cannot read.
+pub fn decode_entry(entry: &redis::streams::StreamId) -> Option<BusEvent> {
+    decode(entry)
+}
+
 fn control_key(prefix: &str) -> String {
     format!("{prefix}control")
 }
 
 fn task_key(prefix: &str, task_id: &str) -> String {
     format!("{prefix}task:{task_id}")
-}
-
-fn events_key(prefix: &str) -> String {
-    format!("{prefix}events")
 }
 
 /// The id of the last entry of `key` (`0-0` when it is empty or missing).

@@ -21,6 +21,7 @@
 
 mod batch;
 mod codec;
+mod delivery;
 mod dispatch;
 mod keys;
 mod push;
@@ -46,6 +47,9 @@ use batch::{AppendJob, CreateJob};
 use codec::{Plan, TaskRow};
 use write::Writer;
 
+pub use delivery::{
+    AttemptRecord, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
+};
 pub use keys::{ApiKeyRecord, PgApiKeys};
 
 /// The schema, embedded from `migrations/`.

@@ -25,9 +25,18 @@ pub(super) async fn put(
     owner: &str,
     config: TaskPushNotificationConfig,
 ) -> StoreResult<TaskPushNotificationConfig> {
+    // The first config of a task also starts the push worker's progress (`push_progress`,
+    // migration 0003) at the task's current event: the webhook gets the task's state as it is
+    // now, then every later event. For a config registered with SendMessage that is the Task
+    // itself (sequence number 1).
     const SQL: &str = "\
+        WITH t AS (SELECT id, seq FROM tasks WHERE id = $1 AND owner = $2), \
+        progress AS ( \
+            INSERT INTO push_progress (task_id, delivered_seq, lease_until) \
+            SELECT id, seq - 1, '-infinity' FROM t \
+            ON CONFLICT (task_id) DO NOTHING) \
         INSERT INTO push_configs (task_id, id, config) \
-        SELECT t.id, $3, $4 FROM tasks t WHERE t.id = $1 AND t.owner = $2 \
+        SELECT t.id, $3, $4 FROM t \
         ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config, updated_at = now() \
         RETURNING position";
     let stored = sqlx::query(SQL)

@@ -169,6 +169,7 @@ impl Cards {
                         required: e.required,
                         params: None,
                     })
+                    .chain(push_signature_extension(config, public_url))
                     .collect(),
                 extended_agent_card: Some(c.extended_agent_card || config.extended_card.is_some()),
             }),
@@ -266,4 +267,25 @@ impl A2aService {
             .clone()
             .ok_or(A2aError::ExtendedAgentCardNotConfigured)
     }
+}
+
+/// Advertises how push deliveries are signed, when signing keys are configured: where the JWKS
+/// is, which header carries the JWT and its algorithm. Not required: clients need not act on it.
+fn push_signature_extension(config: &FileConfig, public_url: &str) -> Option<AgentExtension> {
+    let keys = &config.push.keys;
+    let alg = keys.signing_alg()?;
+    let params = serde_json::json!({
+        "jwksUri": format!("{public_url}{}", a2a_push::JWKS_PATH),
+        "header": a2a_push::SIGNATURE_HEADER,
+        "alg": format!("{alg:?}"),
+        "issuer": public_url,
+    });
+    Some(AgentExtension {
+        uri: a2a_push::SIGNATURE_EXTENSION_URI.into(),
+        description: "Push notifications carry a JWT (claims iss, aud = webhook URL, iat, exp, \
+                      jti, taskId, bodySha256) signed by a key of the JWKS at jwksUri"
+            .into(),
+        required: false,
+        params: serde_json::from_value(params).ok(),
+    })
 }

@@ -108,6 +108,10 @@ struct Inner {
     streams: Arc<Semaphore>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
+    /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
+    push_policy: a2a_push::AddressPolicy,
+    /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
+    jwks: bytes::Bytes,
 }
 
 impl A2aService {
@@ -125,6 +129,11 @@ impl A2aService {
                 .expect("[auth] was validated when the config was parsed")
         });
         let card = card::Cards::build(&config, &agents, public_url, auth.as_ref());
+        let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
+            .expect("[push] allowed_hosts was validated when the config was loaded");
+        let jwks = serde_json::to_vec(&config.push.keys.jwks())
+            .expect("a JWKS serializes")
+            .into();
         let svc = Self {
             inner: Arc::new(Inner {
                 store,
@@ -137,6 +146,8 @@ impl A2aService {
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
+                push_policy,
+                jwks,
             }),
         };
         svc.listen_for_control();
@@ -209,6 +220,11 @@ impl A2aService {
 
     pub fn keep_alive(&self) -> Duration {
         Duration::from_secs(self.inner.config.limits.keep_alive_secs.max(1))
+    }
+
+    /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
+    pub fn jwks(&self) -> bytes::Bytes {
+        self.inner.jwks.clone()
     }
 
     pub fn max_body_bytes(&self) -> usize {

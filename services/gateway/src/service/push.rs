@@ -29,7 +29,7 @@ impl A2aService {
         self.require_push()?;
         self.check_extensions(ctx)?;
         validate::required_id(&cfg.task_id, "taskId")?;
-        validate::push_config(&cfg, "")?;
+        validate::push_config(&cfg, "", &self.inner.push_policy)?;
         if cfg.id.is_empty() {
             cfg.id = uuid::Uuid::now_v7().to_string();
         }

@@ -210,7 +210,11 @@ impl A2aService {
         let push_config = match cfg.task_push_notification_config {
             Some(p) => {
                 self.require_push()?;
-                validate::push_config(&p, "configuration.taskPushNotificationConfig.")?;
+                validate::push_config(
+                    &p,
+                    "configuration.taskPushNotificationConfig.",
+                    &self.inner.push_policy,
+                )?;
                 Some(p)
             }
             None => None,

@@ -1,5 +1,6 @@
 //! Edge validation shared by every operation: each failure names the offending field.
 
+use a2a_push::AddressPolicy;
 use a2a_types::A2aError;
 use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
 
@@ -92,8 +93,14 @@ fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
-/// A push config: absolute http(s) URL, a usable authentication scheme, a path-safe id.
-pub fn push_config(cfg: &TaskPushNotificationConfig, prefix: &str) -> Result<(), A2aError> {
+/// A push config: absolute http(s) URL that `policy` allows (no loopback, private, link-local,
+/// multicast or unspecified address unless allowlisted), a usable authentication scheme, a
+/// path-safe id.
+pub fn push_config(
+    cfg: &TaskPushNotificationConfig,
+    prefix: &str,
+    policy: &AddressPolicy,
+) -> Result<(), A2aError> {
     let field = |f: &str| format!("{prefix}{f}");
     if cfg.url.trim().is_empty() {
         return Err(A2aError::invalid_params(field("url"), "is required"));
@@ -105,6 +112,9 @@ pub fn push_config(cfg: &TaskPushNotificationConfig, prefix: &str) -> Result<(),
             field("url"),
             "must be an absolute http or https URL",
         ));
+    }
+    if let Err(blocked) = policy.check_url(&url) {
+        return Err(A2aError::invalid_params(field("url"), blocked.to_string()));
     }
     if cfg.url.len() > 2048 {
         return Err(A2aError::invalid_params(
@@ -165,18 +175,30 @@ mod tests {
             url: "https://hooks.example.com/a2a".into(),
             ..Default::default()
         };
-        assert!(push_config(&ok, "").is_ok());
+        let none = AddressPolicy::default();
+        assert!(push_config(&ok, "", &none).is_ok());
         let bad_url = TaskPushNotificationConfig {
             url: "ftp://x".into(),
             ..ok.clone()
         };
-        assert!(push_config(&bad_url, "").is_err());
+        assert!(push_config(&bad_url, "", &none).is_err());
+        let private = TaskPushNotificationConfig {
+            url: "http://10.0.0.7:8080/hook".into(),
+            ..ok.clone()
+        };
+        let err = push_config(&private, "", &none).unwrap_err();
+        assert!(
+            matches!(&err, A2aError::InvalidParams { field, .. } if field == "url"),
+            "{err:?}"
+        );
+        let allow = AddressPolicy::parse("10.0.0.7").unwrap();
+        assert!(push_config(&private, "", &allow).is_ok());
         let bad_id = TaskPushNotificationConfig {
             id: "a/b".into(),
             ..ok.clone()
         };
         assert!(
-            matches!(push_config(&bad_id, "").unwrap_err(), A2aError::InvalidParams { field, .. } if field == "id")
+            matches!(push_config(&bad_id, "", &none).unwrap_err(), A2aError::InvalidParams { field, .. } if field == "id")
         );
     }
 }

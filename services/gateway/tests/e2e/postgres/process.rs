@@ -1,7 +1,6 @@
 //! The real `a2a-gateway` binary on a database: `migrate`, `serve`, SIGTERM and SIGKILL.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -49,25 +48,9 @@ impl GatewayProcess {
 
     /// Like [`start`](Self::start), with extra environment variables.
     pub fn start_with(database_url: &str, envs: &[(&str, &str)]) -> Self {
-        let mut child = command(database_url)
-            .envs(envs.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the gateway binary starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let addr = loop {
-            let line = lines
-                .next()
-                .expect("the gateway logs where it listens")
-                .unwrap();
-            if let Some(at) = line.find("listening on http://") {
-                let rest = &line[at + "listening on http://".len()..];
-                break rest.split_whitespace().next().unwrap().to_owned();
-            }
-        };
-        // Keep draining stdout so the process never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let mut cmd = command(database_url);
+        cmd.envs(envs.iter().copied());
+        let (child, addr) = a2a_testing::spawn_listening(cmd, "gateway");
         Self {
             child,
             addr,
@@ -80,17 +63,8 @@ impl GatewayProcess {
     }
 
     pub async fn rpc(&self, method: &str, params: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        self.client
-            .post(format!("http://{}/a2a/jsonrpc", self.addr))
-            .header("a2a-version", "1.0")
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        let base = format!("http://{}", self.addr);
+        a2a_testing::jsonrpc(&self.client, &base, method, params).await
     }
 
     pub async fn ok(&self, method: &str, params: Value) -> Value {

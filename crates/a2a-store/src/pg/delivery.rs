@@ -1,0 +1,423 @@
+//! What the push worker (`a2a-worker`) reads and writes: a task's push configs and events
+//! regardless of owner, the per-task delivery progress and lease, the delivery log and the dead
+//! letters (schema in `migrations/0003_push_delivery.sql`).
+//!
+//! *Boundary*: not owner-scoped. Only the worker uses this; no binding ever does.
+//!
+//! Round trips per batch of one task's events: [`PgDeliveryStore::claim`] (lease, progress and
+//! configs in one statement) and [`PgDeliveryStore::advance`]; the delivery log is written in
+//! batches of many attempts ([`PgDeliveryStore::log`]).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+
+use super::codec::{decode, encode};
+use super::db_error;
+use crate::{StoreError, StoreResult};
+
+/// The worker's view of the database.
+#[derive(Clone)]
+pub struct PgDeliveryStore {
+    pool: PgPool,
+}
+
+/// What [`PgDeliveryStore::claim`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimOutcome {
+    /// The task has no push configs: nothing to deliver.
+    NoConfigs,
+    /// Another worker holds the task's lease.
+    Held,
+    /// This worker holds the lease: deliver events after `delivered_seq` to `configs`.
+    Claimed {
+        delivered_seq: u64,
+        configs: Vec<TaskPushNotificationConfig>,
+    },
+}
+
+/// One delivery attempt, for the delivery log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub task_id: String,
+    pub seq: u64,
+    pub config_id: String,
+    /// 1 = the first attempt.
+    pub attempt: u32,
+    /// `delivered`, `retry` or `dead_lettered`.
+    pub outcome: &'static str,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub latency: Duration,
+}
+
+/// A logged attempt as read back (tests, inspection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoggedAttempt {
+    pub seq: u64,
+    pub config_id: String,
+    pub attempt: u32,
+    pub outcome: String,
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub worker: String,
+}
+
+/// A delivery that gave up, as it is recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDeadLetter {
+    pub task_id: String,
+    pub seq: u64,
+    pub config: TaskPushNotificationConfig,
+    pub event: StreamResponse,
+    pub attempts: u32,
+    pub last_error: String,
+}
+
+/// A stored dead letter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadLetter {
+    pub id: i64,
+    pub task_id: String,
+    pub seq: u64,
+    pub config: TaskPushNotificationConfig,
+    pub event: StreamResponse,
+    pub attempts: u32,
+    pub last_error: String,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+    pub replayed_ms: Option<i64>,
+    pub replay_outcome: Option<String>,
+}
+
+fn row_error(e: sqlx::Error) -> StoreError {
+    StoreError::Internal(format!("push delivery: unexpected row shape: {e}"))
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+impl PgDeliveryStore {
+    /// A pool whose connections open on first use (no I/O here).
+    pub fn connect_lazy(url: &str, pool_size: u32, acquire_timeout: Duration) -> StoreResult<Self> {
+        let connect = PgConnectOptions::from_str(url)
+            .map_err(|e| StoreError::Internal(format!("invalid PostgreSQL URL: {e}")))?
+            .application_name("a2a-worker")
+            .options([("plan_cache_mode", "force_generic_plan")]);
+        let pool = PgPoolOptions::new()
+            .max_connections(pool_size.max(2))
+            .acquire_timeout(acquire_timeout)
+            .test_before_acquire(true)
+            .connect_lazy_with(connect);
+        Ok(Self { pool })
+    }
+
+    pub fn from_pool(pool: PgPool) -> Self {
+        Self { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Applies the embedded migrations (idempotent).
+    pub async fn migrate(&self) -> StoreResult<()> {
+        super::MIGRATOR
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Internal(format!("migration failed: {e}")))
+    }
+
+    /// Takes (or renews) the task's lease for `worker` and returns its progress and push configs,
+    /// in creation order. The progress row is created with the task's first push config (see
+    /// `push::put`); for a task without one (configs stored before migration 0003) delivery
+    /// starts at `first_seq`, the first event this worker handles.
+    pub async fn claim(
+        &self,
+        task_id: &str,
+        worker: &str,
+        first_seq: u64,
+        lease: Duration,
+    ) -> StoreResult<ClaimOutcome> {
+        const SQL: &str = "\
+            WITH cfg AS ( \
+                SELECT array_agg(config ORDER BY position) AS configs \
+                  FROM push_configs WHERE task_id = $1), \
+            claim AS ( \
+                INSERT INTO push_progress AS p (task_id, delivered_seq, lease_owner, lease_until) \
+                SELECT $1, $3, $2, clock_timestamp() + make_interval(secs => $4) \
+                 WHERE EXISTS (SELECT 1 FROM cfg WHERE configs IS NOT NULL) \
+                ON CONFLICT (task_id) DO UPDATE \
+                   SET lease_owner = excluded.lease_owner, lease_until = excluded.lease_until, \
+                       updated_at = now() \
+                 WHERE p.lease_owner IS NULL OR p.lease_owner = excluded.lease_owner \
+                    OR p.lease_until < clock_timestamp() \
+                RETURNING p.delivered_seq) \
+            SELECT (SELECT configs FROM cfg) AS configs, \
+                   (SELECT delivered_seq FROM claim) AS delivered_seq";
+        let row = sqlx::query(SQL)
+            .bind(task_id)
+            .bind(worker)
+            .bind(to_i64(first_seq.saturating_sub(1)))
+            .bind(lease.as_secs_f64())
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let configs: Option<Vec<Vec<u8>>> = row.try_get("configs").map_err(row_error)?;
+        let delivered: Option<i64> = row.try_get("delivered_seq").map_err(row_error)?;
+        let Some(configs) = configs else {
+            return Ok(ClaimOutcome::NoConfigs);
+        };
+        let Some(delivered) = delivered else {
+            return Ok(ClaimOutcome::Held);
+        };
+        let configs = configs
+            .iter()
+            .map(|c| decode(c, "push config"))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(ClaimOutcome::Claimed {
+            delivered_seq: to_u64(delivered),
+            configs,
+        })
+    }
+
+    /// Extends the lease `worker` holds; false when it no longer holds it.
+    pub async fn renew(&self, task_id: &str, worker: &str, lease: Duration) -> StoreResult<bool> {
+        const SQL: &str = "\
+            UPDATE push_progress \
+               SET lease_until = clock_timestamp() + make_interval(secs => $3) \
+             WHERE task_id = $1 AND lease_owner = $2";
+        let done = sqlx::query(SQL)
+            .bind(task_id)
+            .bind(worker)
+            .bind(lease.as_secs_f64())
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Records that every event up to `seq` is done and, with `release`, frees the lease.
+    /// False when `worker` no longer held the lease (another worker took over after it ran out).
+    pub async fn advance(
+        &self,
+        task_id: &str,
+        worker: &str,
+        seq: u64,
+        release: bool,
+    ) -> StoreResult<bool> {
+        const SQL: &str = "\
+            UPDATE push_progress \
+               SET delivered_seq = GREATEST(delivered_seq, $3), updated_at = now(), \
+                   lease_owner = CASE WHEN $4 THEN NULL ELSE lease_owner END, \
+                   lease_until = CASE WHEN $4 THEN '-infinity'::timestamptz ELSE lease_until END \
+             WHERE task_id = $1 AND lease_owner = $2";
+        let done = sqlx::query(SQL)
+            .bind(task_id)
+            .bind(worker)
+            .bind(to_i64(seq))
+            .bind(release)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The task's events with `after < seq <= upto`, from the event log, in order.
+    pub async fn events(
+        &self,
+        task_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Vec<(u64, StreamResponse)>> {
+        const SQL: &str = "\
+            SELECT seq, payload FROM task_events \
+             WHERE task_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq";
+        let rows = sqlx::query(SQL)
+            .bind(task_id)
+            .bind(to_i64(after))
+            .bind(to_i64(upto))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter()
+            .map(|row| {
+                let seq: i64 = row.try_get("seq").map_err(row_error)?;
+                let payload: Vec<u8> = row.try_get("payload").map_err(row_error)?;
+                Ok((to_u64(seq), decode(&payload, "event")?))
+            })
+            .collect()
+    }
+
+    /// Appends attempts to the delivery log, in one statement.
+    pub async fn log(&self, worker: &str, attempts: &[AttemptRecord]) -> StoreResult<()> {
+        const SQL: &str = "\
+            INSERT INTO push_delivery_log \
+                (task_id, seq, config_id, attempt, outcome, status, error, latency_us, worker) \
+            SELECT t, s, c, a, o, st, e, l, $9 \
+              FROM unnest($1::text[], $2::int8[], $3::text[], $4::int4[], $5::text[], \
+                          $6::int4[], $7::text[], $8::int8[]) AS x(t, s, c, a, o, st, e, l)";
+        if attempts.is_empty() {
+            return Ok(());
+        }
+        let col = |f: fn(&AttemptRecord) -> String| attempts.iter().map(f).collect::<Vec<_>>();
+        sqlx::query(SQL)
+            .bind(col(|a| a.task_id.clone()))
+            .bind(attempts.iter().map(|a| to_i64(a.seq)).collect::<Vec<_>>())
+            .bind(col(|a| a.config_id.clone()))
+            .bind(
+                attempts
+                    .iter()
+                    .map(|a| i32::try_from(a.attempt).unwrap_or(i32::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(col(|a| a.outcome.to_owned()))
+            .bind(
+                attempts
+                    .iter()
+                    .map(|a| a.status.map(i32::from))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(attempts.iter().map(|a| a.error.clone()).collect::<Vec<_>>())
+            .bind(
+                attempts
+                    .iter()
+                    .map(|a| i64::try_from(a.latency.as_micros()).unwrap_or(i64::MAX))
+                    .collect::<Vec<_>>(),
+            )
+            .bind(worker)
+            .execute(&self.pool)
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    /// The logged attempts of one task, oldest first.
+    pub async fn logged_attempts(&self, task_id: &str) -> StoreResult<Vec<LoggedAttempt>> {
+        const SQL: &str = "\
+            SELECT seq, config_id, attempt, outcome, status, error, worker \
+              FROM push_delivery_log WHERE task_id = $1 ORDER BY id";
+        let rows = sqlx::query(SQL)
+            .bind(task_id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter()
+            .map(|row| {
+                let status: Option<i32> = row.try_get("status").map_err(row_error)?;
+                let attempt: i32 = row.try_get("attempt").map_err(row_error)?;
+                Ok(LoggedAttempt {
+                    seq: to_u64(row.try_get("seq").map_err(row_error)?),
+                    config_id: row.try_get("config_id").map_err(row_error)?,
+                    attempt: u32::try_from(attempt).unwrap_or(0),
+                    outcome: row.try_get("outcome").map_err(row_error)?,
+                    status: status.and_then(|s| u16::try_from(s).ok()),
+                    error: row.try_get("error").map_err(row_error)?,
+                    worker: row.try_get("worker").map_err(row_error)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Records a dead letter; returns its id.
+    pub async fn add_dead_letter(&self, d: &NewDeadLetter) -> StoreResult<i64> {
+        const SQL: &str = "\
+            INSERT INTO push_dead_letters \
+                (task_id, seq, config_id, url, config, event, attempts, last_error) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
+        let row = sqlx::query(SQL)
+            .bind(&d.task_id)
+            .bind(to_i64(d.seq))
+            .bind(&d.config.id)
+            .bind(&d.config.url)
+            .bind(encode(&d.config))
+            .bind(encode(&d.event))
+            .bind(i32::try_from(d.attempts).unwrap_or(i32::MAX))
+            .bind(&d.last_error)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.try_get("id").map_err(row_error)
+    }
+
+    /// Dead letters, oldest first: those never replayed, or all of them with `all`.
+    pub async fn dead_letters(&self, all: bool, limit: i64) -> StoreResult<Vec<DeadLetter>> {
+        self.select_dead_letters(None, all, limit).await
+    }
+
+    /// One dead letter by id.
+    pub async fn dead_letter(&self, id: i64) -> StoreResult<Option<DeadLetter>> {
+        Ok(self.select_dead_letters(Some(id), true, 1).await?.pop())
+    }
+
+    async fn select_dead_letters(
+        &self,
+        id: Option<i64>,
+        all: bool,
+        limit: i64,
+    ) -> StoreResult<Vec<DeadLetter>> {
+        // Times as Unix ms: sqlx is built without chrono.
+        const SQL: &str = "\
+            SELECT id, task_id, seq, config, event, attempts, last_error, \
+                   (extract(epoch FROM created_at) * 1000)::int8 AS created_ms, \
+                   (extract(epoch FROM replayed_at) * 1000)::int8 AS replayed_ms, replay_outcome \
+              FROM push_dead_letters \
+             WHERE ($1::int8 IS NULL OR id = $1) AND ($2 OR replayed_at IS NULL) \
+             ORDER BY id LIMIT $3";
+        let rows = sqlx::query(SQL)
+            .bind(id)
+            .bind(all)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(dead_letter).collect()
+    }
+
+    /// Records the outcome of a replay.
+    pub async fn mark_replayed(&self, id: i64, outcome: &str) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE push_dead_letters SET replayed_at = now(), replay_outcome = $2 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(outcome)
+        .execute(&self.pool)
+        .await
+        .map_err(db_error)?;
+        Ok(())
+    }
+
+    pub async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map(|_| ())
+            .map_err(db_error)
+    }
+}
+
+fn dead_letter(row: &sqlx::postgres::PgRow) -> StoreResult<DeadLetter> {
+    let config: Vec<u8> = row.try_get("config").map_err(row_error)?;
+    let event: Vec<u8> = row.try_get("event").map_err(row_error)?;
+    let attempts: i32 = row.try_get("attempts").map_err(row_error)?;
+    Ok(DeadLetter {
+        id: row.try_get("id").map_err(row_error)?,
+        task_id: row.try_get("task_id").map_err(row_error)?,
+        seq: to_u64(row.try_get("seq").map_err(row_error)?),
+        config: decode(&config, "push config")?,
+        event: decode(&event, "event")?,
+        attempts: u32::try_from(attempts).unwrap_or(0),
+        last_error: row.try_get("last_error").map_err(row_error)?,
+        created_ms: row.try_get("created_ms").map_err(row_error)?,
+        replayed_ms: row.try_get("replayed_ms").map_err(row_error)?,
+        replay_outcome: row.try_get("replay_outcome").map_err(row_error)?,
+    })
+}

@@ -1,0 +1,291 @@
+//! The worker's configuration, from the environment only (tests pass a map to [`WorkerConfig::load`]).
+//! The closed list of variables is [`ENV_VARS`]; the README's table mirrors it.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use a2a_push::{AddressPolicy, SigningKeys};
+
+/// Every environment variable the worker reads, with its meaning (the README mirrors this).
+pub const ENV_VARS: &[(&str, &str)] = &[
+    ("A2A_DATABASE_URL", "PostgreSQL URL (required)"),
+    ("A2A_REDIS_URL", "Redis URL (required for `serve`)"),
+    (
+        "A2A_REDIS_PREFIX",
+        "prefix of every Redis key; the gateway's value; default `a2a:`",
+    ),
+    (
+        "A2A_PUBLIC_URL",
+        "the gateway's public base URL: the `iss` of delivery JWTs; default http://127.0.0.1:8080",
+    ),
+    (
+        "A2A_PUSH_SIGNING_KEYS",
+        "signing keys, the gateway's value: comma separated `[kid=]path` of PKCS#8 PEM files, \
+         the first signs (required for `serve`)",
+    ),
+    (
+        "A2A_PUSH_ALLOWED_HOSTS",
+        "internal webhook hosts and networks allowed (host names, IP literals, CIDRs; `*` = all); \
+         default none",
+    ),
+    (
+        "A2A_WORKER_LISTEN",
+        "address of /metrics and /healthz; default 127.0.0.1:9090",
+    ),
+    (
+        "A2A_WORKER_NAME",
+        "consumer name in the group (unique per process); default <host>-<pid>-<random>",
+    ),
+    ("A2A_WORKER_GROUP", "consumer group name; default `push`"),
+    (
+        "A2A_WORKER_CONCURRENCY",
+        "tasks delivered at once (each in order); default 256",
+    ),
+    (
+        "A2A_WORKER_MAX_ATTEMPTS",
+        "attempts per event and webhook before it becomes a dead letter; default 8",
+    ),
+    (
+        "A2A_WORKER_ATTEMPT_TIMEOUT_MS",
+        "timeout of one attempt (connect to end of response); default 10000",
+    ),
+    (
+        "A2A_WORKER_BACKOFF_BASE_MS",
+        "delay before the second attempt; doubles per attempt, with jitter; default 500",
+    ),
+    (
+        "A2A_WORKER_BACKOFF_MAX_MS",
+        "longest delay between attempts (Retry-After may ask for up to 10 min); default 60000",
+    ),
+    (
+        "A2A_WORKER_CLAIM_IDLE_MS",
+        "entries pending this long on a worker that stopped renewing them are taken over; \
+         default 60000",
+    ),
+    (
+        "A2A_WORKER_LEASE_MS",
+        "lease of a task's deliveries, renewed while a worker works on it; a dead worker's \
+         tasks move on after it; default 30000",
+    ),
+    (
+        "A2A_WORKER_TOKEN_TTL_SECS",
+        "lifetime of a delivery JWT (`exp - iat`); default 300",
+    ),
+    (
+        "A2A_DATABASE_POOL_SIZE",
+        "PostgreSQL connections; default 16",
+    ),
+    ("A2A_MIGRATE", "1 = apply migrations at start; default 0"),
+    ("RUST_LOG", "log filter; default info"),
+];
+
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub database_url: String,
+    pub redis_url: Option<String>,
+    pub redis_prefix: String,
+    /// `iss` of every delivery JWT: the gateway's public URL, which serves the JWKS.
+    pub issuer: String,
+    pub keys: SigningKeys,
+    pub policy: AddressPolicy,
+    pub listen: SocketAddr,
+    pub name: String,
+    pub group: String,
+    pub concurrency: usize,
+    pub retry: RetryPolicy,
+    pub attempt_timeout: Duration,
+    pub claim_idle: Duration,
+    pub lease: Duration,
+    pub token_ttl: Duration,
+    pub pool_size: u32,
+    pub migrate: bool,
+}
+
+/// How often and how far apart an event is offered to a webhook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub max_attempts: u32,
+    pub base: Duration,
+    pub max: Duration,
+}
+
+/// The longest Retry-After honoured; a receiver asking for more is retried after this.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+impl RetryPolicy {
+    /// The delay after failed attempt number `attempt` (1-based): `base * 2^(attempt-1)` capped
+    /// at `max`, of which the upper half is random (so retries of many deliveries spread out),
+    /// or what the receiver's Retry-After asked for, if longer (up to [`MAX_RETRY_AFTER`]).
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = self
+            .base
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
+            .min(self.max);
+        let half = exp / 2;
+        let jittered = half + half.mul_f64(fastrand::f64());
+        match retry_after {
+            Some(asked) => asked.min(MAX_RETRY_AFTER).max(jittered),
+            None => jittered,
+        }
+    }
+}
+
+impl WorkerConfig {
+    pub fn from_env() -> Result<Self, String> {
+        Self::load(|k| std::env::var(k).ok())
+    }
+
+    /// Builds the configuration from an environment lookup. Reads the signing key files.
+    pub fn load(env: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let get = |k: &str| {
+            env(k)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let ms = |k: &str, default: u64| -> Result<Duration, String> {
+            Ok(Duration::from_millis(number(k, get(k), default)?))
+        };
+        let database_url = get("A2A_DATABASE_URL").ok_or("A2A_DATABASE_URL is required")?;
+        let listen_raw = get("A2A_WORKER_LISTEN").unwrap_or_else(|| "127.0.0.1:9090".into());
+        let listen = listen_raw
+            .parse()
+            .map_err(|e| format!("A2A_WORKER_LISTEN={listen_raw:?} is not an address: {e}"))?;
+        let policy = AddressPolicy::parse(&get(a2a_push::ALLOWED_HOSTS_VAR).unwrap_or_default())
+            .map_err(|e| format!("{}: {e}", a2a_push::ALLOWED_HOSTS_VAR))?;
+        let keys = SigningKeys::load(&get(a2a_push::SIGNING_KEYS_VAR).unwrap_or_default())
+            .map_err(|e| format!("{}: {e}", a2a_push::SIGNING_KEYS_VAR))?;
+        let issuer = get("A2A_PUBLIC_URL")
+            .unwrap_or_else(|| "http://127.0.0.1:8080".into())
+            .trim_end_matches('/')
+            .to_owned();
+        let retry = RetryPolicy {
+            max_attempts: number("A2A_WORKER_MAX_ATTEMPTS", get("A2A_WORKER_MAX_ATTEMPTS"), 8)?
+                as u32,
+            base: ms("A2A_WORKER_BACKOFF_BASE_MS", 500)?,
+            max: ms("A2A_WORKER_BACKOFF_MAX_MS", 60_000)?,
+        };
+        if retry.max_attempts == 0 {
+            return Err("A2A_WORKER_MAX_ATTEMPTS must be at least 1".into());
+        }
+        let config = Self {
+            database_url,
+            redis_url: get("A2A_REDIS_URL"),
+            redis_prefix: get("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            issuer,
+            keys,
+            policy,
+            listen,
+            name: get("A2A_WORKER_NAME").unwrap_or_else(default_name),
+            group: get("A2A_WORKER_GROUP").unwrap_or_else(|| "push".into()),
+            concurrency: number("A2A_WORKER_CONCURRENCY", get("A2A_WORKER_CONCURRENCY"), 256)?
+                .max(1) as usize,
+            retry,
+            attempt_timeout: ms("A2A_WORKER_ATTEMPT_TIMEOUT_MS", 10_000)?,
+            claim_idle: ms("A2A_WORKER_CLAIM_IDLE_MS", 60_000)?,
+            lease: ms("A2A_WORKER_LEASE_MS", 30_000)?,
+            token_ttl: Duration::from_secs(number(
+                "A2A_WORKER_TOKEN_TTL_SECS",
+                get("A2A_WORKER_TOKEN_TTL_SECS"),
+                300,
+            )?),
+            pool_size: number("A2A_DATABASE_POOL_SIZE", get("A2A_DATABASE_POOL_SIZE"), 16)? as u32,
+            migrate: matches!(get("A2A_MIGRATE").as_deref(), Some("1" | "true" | "yes")),
+        };
+        for (name, d) in [
+            ("A2A_WORKER_ATTEMPT_TIMEOUT_MS", config.attempt_timeout),
+            ("A2A_WORKER_CLAIM_IDLE_MS", config.claim_idle),
+            ("A2A_WORKER_LEASE_MS", config.lease),
+        ] {
+            if d < Duration::from_millis(100) {
+                return Err(format!("{name} must be at least 100"));
+            }
+        }
+        Ok(config)
+    }
+
+    /// What `serve` needs beyond the database: Redis and a signing key.
+    pub fn check_serve(&self) -> Result<&str, String> {
+        if self.keys.is_empty() {
+            return Err(format!(
+                "{} is required: every delivery is signed (create a key with `a2a-worker keygen`)",
+                a2a_push::SIGNING_KEYS_VAR
+            ));
+        }
+        self.redis_url
+            .as_deref()
+            .ok_or_else(|| "A2A_REDIS_URL is required: the worker reads the event stream".into())
+    }
+}
+
+fn number(name: &str, value: Option<String>, default: u64) -> Result<u64, String> {
+    match value {
+        None => Ok(default),
+        Some(v) => v
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not a whole number")),
+    }
+}
+
+fn default_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into());
+    format!("{host}-{}-{:04x}", std::process::id(), fastrand::u16(..))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a_testing::env_of as env;
+
+    #[test]
+    fn defaults_follow_the_issue() {
+        let c = WorkerConfig::load(env(&[("A2A_DATABASE_URL", "postgres://x/y")])).unwrap();
+        assert_eq!(c.retry.max_attempts, 8);
+        assert_eq!(c.attempt_timeout, Duration::from_secs(10));
+        assert_eq!(c.redis_prefix, "a2a:");
+        assert!(c.check_serve().is_err(), "no key, no Redis");
+        assert!(WorkerConfig::load(env(&[])).is_err());
+        let bad = WorkerConfig::load(env(&[
+            ("A2A_DATABASE_URL", "postgres://x/y"),
+            ("A2A_WORKER_MAX_ATTEMPTS", "many"),
+        ]));
+        assert!(bad.unwrap_err().contains("A2A_WORKER_MAX_ATTEMPTS"));
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_honours_retry_after() {
+        let p = RetryPolicy {
+            max_attempts: 8,
+            base: Duration::from_millis(500),
+            max: Duration::from_secs(60),
+        };
+        for _ in 0..100 {
+            let d1 = p.delay(1, None);
+            assert!(d1 >= Duration::from_millis(250) && d1 <= Duration::from_millis(500));
+            let d4 = p.delay(4, None);
+            assert!(d4 >= Duration::from_secs(2) && d4 <= Duration::from_secs(4));
+            assert!(p.delay(30, None) <= Duration::from_secs(60));
+        }
+        let asked = p.delay(1, Some(Duration::from_secs(7)));
+        assert_eq!(asked, Duration::from_secs(7));
+        assert_eq!(p.delay(1, Some(Duration::from_secs(3600))), MAX_RETRY_AFTER);
+    }
+}
+
+#[cfg(test)]
+mod readme {
+    /// The README's worker table names every variable the worker reads.
+    #[test]
+    fn the_readme_lists_every_variable() {
+        let readme = include_str!("../../../README.md");
+        for (name, _) in super::ENV_VARS {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "README misses {name}"
+            );
+        }
+    }
+}

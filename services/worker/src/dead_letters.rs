@@ -1,0 +1,163 @@
+//! `a2a-worker dead-letters list|replay`: inspect deliveries that gave up, and offer them again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_store::pg::{DeadLetter, PgDeliveryStore};
+use bytes::Bytes;
+
+use crate::config::WorkerConfig;
+use crate::deliver::{Deliverer, Delivery, LogSink, Outcome};
+use crate::metrics::Metrics;
+
+pub const USAGE: &str =
+    "dead-letters list [--all] [--limit N] | dead-letters replay (<id>... | --all)";
+
+/// Runs the subcommand; returns what to print.
+pub async fn run(config: &WorkerConfig, args: &[String]) -> Result<String, String> {
+    let store = crate::store(config)?;
+    match args.first().map(String::as_str) {
+        Some("list") => list(&store, &args[1..]).await,
+        Some("replay") => replay(config, store, &args[1..]).await,
+        _ => Err(format!("usage: a2a-worker {USAGE}")),
+    }
+}
+
+async fn list(store: &PgDeliveryStore, args: &[String]) -> Result<String, String> {
+    let mut all = false;
+    let mut limit = 100;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--all" => all = true,
+            "--limit" => {
+                limit = it
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .ok_or("--limit needs a number")?;
+            }
+            other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
+        }
+    }
+    let letters = store
+        .dead_letters(all, limit)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out =
+        String::from("id\tcreated\ttask\tseq\tconfig\turl\tattempts\tlast_error\treplayed");
+    for d in &letters {
+        out.push('\n');
+        out.push_str(&line(d));
+    }
+    Ok(out)
+}
+
+/// One row; the URL without its query and user info (they may hold secrets).
+fn line(d: &DeadLetter) -> String {
+    let url = url::Url::parse(&d.config.url)
+        .map(|u| {
+            format!(
+                "{}://{}{}",
+                u.scheme(),
+                u.host_str().unwrap_or(""),
+                u.path()
+            )
+        })
+        .unwrap_or_else(|_| "?".into());
+    let time = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+            .unwrap_or_default()
+    };
+    let replayed = match (&d.replayed_ms, &d.replay_outcome) {
+        (Some(ms), Some(outcome)) => format!("{} {outcome}", time(*ms)),
+        _ => "-".into(),
+    };
+    format!(
+        "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+        d.id,
+        time(d.created_ms),
+        d.task_id,
+        d.seq,
+        d.config.id,
+        url,
+        d.attempts,
+        d.last_error.replace(['\t', '\n'], " "),
+        replayed
+    )
+}
+
+async fn replay(
+    config: &WorkerConfig,
+    store: PgDeliveryStore,
+    args: &[String],
+) -> Result<String, String> {
+    if config.keys.is_empty() {
+        return Err(format!(
+            "{} is required: replayed deliveries are signed",
+            a2a_push::SIGNING_KEYS_VAR
+        ));
+    }
+    let letters: Vec<DeadLetter> = if args.iter().any(|a| a == "--all") {
+        store
+            .dead_letters(false, i64::MAX)
+            .await
+            .map_err(|e| e.to_string())?
+    } else if args.is_empty() {
+        return Err(format!("usage: a2a-worker {USAGE}"));
+    } else {
+        let mut found = Vec::new();
+        for arg in args {
+            let id: i64 = arg
+                .parse()
+                .map_err(|_| format!("{arg:?} is not a dead letter id"))?;
+            let letter = store
+                .dead_letter(id)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("no dead letter {id}"))?;
+            found.push(letter);
+        }
+        found
+    };
+    let (log, log_task) = LogSink::spawn(store.clone(), format!("{} (replay)", config.name));
+    let deliverer = Deliverer {
+        store: store.clone(),
+        webhooks: crate::webhooks(config)?,
+        retry: config.retry,
+        metrics: Arc::new(Metrics::default()),
+        log,
+    };
+    let mut out = Vec::new();
+    for d in &letters {
+        let body = Bytes::from(serde_json::to_vec(&d.event).map_err(|e| e.to_string())?);
+        let outcome = deliverer
+            .deliver(&Delivery {
+                task_id: &d.task_id,
+                seq: d.seq,
+                event: &d.event,
+                body: &body,
+                config: &d.config,
+                published_ms: None,
+            })
+            .await;
+        let text = match &outcome {
+            Outcome::Delivered { attempts } => format!("delivered after {attempts} attempt(s)"),
+            Outcome::DeadLettered { error, .. } => {
+                format!("failed again (new dead letter): {error}")
+            }
+        };
+        let mark = match outcome {
+            Outcome::Delivered { .. } => "delivered",
+            Outcome::DeadLettered { .. } => "failed",
+        };
+        store
+            .mark_replayed(d.id, mark)
+            .await
+            .map_err(|e| e.to_string())?;
+        out.push(format!("{}\t{text}", d.id));
+    }
+    drop(deliverer);
+    let _ = tokio::time::timeout(Duration::from_secs(5), log_task).await;
+    Ok(out.join("\n"))
+}

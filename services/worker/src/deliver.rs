@@ -1,0 +1,170 @@
+//! Delivering one event to one webhook until it is delivered or becomes a dead letter: the
+//! retry loop around [`Webhooks::attempt`], the delivery log and the dead letters.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use a2a_store::pg::{AttemptRecord, NewDeadLetter, PgDeliveryStore};
+use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use crate::config::RetryPolicy;
+use crate::metrics::Metrics;
+use crate::webhook::{Attempt, Webhooks};
+
+/// How an event ended up at one webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Delivered { attempts: u32 },
+    DeadLettered { attempts: u32, error: String },
+}
+
+/// One event for one webhook.
+pub struct Delivery<'a> {
+    pub task_id: &'a str,
+    pub seq: u64,
+    pub event: &'a StreamResponse,
+    /// The event's ProtoJSON, shared by every webhook of the task.
+    pub body: &'a Bytes,
+    pub config: &'a TaskPushNotificationConfig,
+    /// When the event entered the stream (Unix ms), for the event-to-delivery latency.
+    pub published_ms: Option<u64>,
+}
+
+/// What every delivery needs. One per worker process.
+pub struct Deliverer {
+    pub store: PgDeliveryStore,
+    pub webhooks: Webhooks,
+    pub retry: RetryPolicy,
+    pub metrics: Arc<Metrics>,
+    pub log: LogSink,
+}
+
+impl Deliverer {
+    /// Attempts until delivered, refused or out of attempts; a delivery that gives up is
+    /// recorded as a dead letter before this returns (retrying while PostgreSQL is down), so the
+    /// caller may acknowledge the event afterwards.
+    pub async fn deliver(&self, d: &Delivery<'_>) -> Outcome {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let started = Instant::now();
+            let result = self.webhooks.attempt(d.task_id, d.body, d.config).await;
+            let latency = started.elapsed();
+            self.metrics.attempt_latency.observe(latency);
+            let record =
+                |outcome: &'static str, status: Option<u16>, error: Option<String>| AttemptRecord {
+                    task_id: d.task_id.to_owned(),
+                    seq: d.seq,
+                    config_id: d.config.id.clone(),
+                    attempt,
+                    outcome,
+                    status,
+                    error,
+                    latency,
+                };
+            let (status, error, retry_after) = match result {
+                Attempt::Delivered { status } => {
+                    self.metrics.attempts_delivered.fetch_add(1, Relaxed);
+                    self.metrics.delivered.fetch_add(1, Relaxed);
+                    if let Some(ms) = d.published_ms {
+                        self.metrics.event_latency.observe(since_unix_ms(ms));
+                    }
+                    self.log.send(record("delivered", Some(status), None)).await;
+                    return Outcome::Delivered { attempts: attempt };
+                }
+                Attempt::Retry {
+                    status,
+                    error,
+                    retry_after,
+                } if attempt < self.retry.max_attempts => (status, error, retry_after),
+                Attempt::Retry { status, error, .. } | Attempt::Refused { status, error } => {
+                    self.metrics.attempts_failed.fetch_add(1, Relaxed);
+                    self.log
+                        .send(record("dead_lettered", status, Some(error.clone())))
+                        .await;
+                    self.dead_letter(d, attempt, &error).await;
+                    return Outcome::DeadLettered {
+                        attempts: attempt,
+                        error,
+                    };
+                }
+            };
+            self.metrics.attempts_retry.fetch_add(1, Relaxed);
+            let delay = self.retry.delay(attempt, retry_after);
+            tracing::debug!(task_id = d.task_id, seq = d.seq, config_id = %d.config.id,
+                attempt, %error, ?delay, "push delivery failed; retrying");
+            self.log.send(record("retry", status, Some(error))).await;
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn dead_letter(&self, d: &Delivery<'_>, attempts: u32, error: &str) {
+        tracing::warn!(task_id = d.task_id, seq = d.seq, config_id = %d.config.id, attempts,
+            error, "push delivery gave up: dead letter");
+        self.metrics.dead_lettered.fetch_add(1, Relaxed);
+        let letter = NewDeadLetter {
+            task_id: d.task_id.to_owned(),
+            seq: d.seq,
+            config: d.config.clone(),
+            event: d.event.clone(),
+            attempts,
+            last_error: error.to_owned(),
+        };
+        let mut wait = Duration::from_millis(200);
+        while let Err(e) = self.store.add_dead_letter(&letter).await {
+            tracing::warn!(error = %e, "cannot record a dead letter yet; retrying");
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(5));
+        }
+    }
+}
+
+fn since_unix_ms(ms: u64) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(ms);
+    Duration::from_millis(now.saturating_sub(ms))
+}
+
+/// The delivery log's writer: attempts queue here and go to PostgreSQL in batches, off the
+/// delivery path. The log is a record for operators, not what delivery decisions rest on, so a
+/// batch that cannot be written after a few tries is dropped with a warning.
+#[derive(Clone)]
+pub struct LogSink {
+    tx: mpsc::Sender<AttemptRecord>,
+}
+
+/// Attempts written per statement.
+const LOG_BATCH: usize = 1000;
+
+impl LogSink {
+    /// Starts the writer; it stops when every sender is dropped.
+    pub fn spawn(store: PgDeliveryStore, worker: String) -> (Self, tokio::task::JoinHandle<()>) {
+        let (tx, mut rx) = mpsc::channel::<AttemptRecord>(LOG_BATCH * 8);
+        let task = tokio::spawn(async move {
+            let mut batch = Vec::with_capacity(LOG_BATCH);
+            while rx.recv_many(&mut batch, LOG_BATCH).await > 0 {
+                let mut tries = 0;
+                while let Err(e) = store.log(&worker, &batch).await {
+                    tries += 1;
+                    if tries == 5 {
+                        tracing::warn!(error = %e, dropped = batch.len(),
+                            "cannot write the delivery log; dropping a batch");
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(200 * tries)).await;
+                }
+                batch.clear();
+            }
+        });
+        (Self { tx }, task)
+    }
+
+    pub async fn send(&self, record: AttemptRecord) {
+        let _ = self.tx.send(record).await;
+    }
+}

@@ -1,0 +1,312 @@
+//! `a2a-worker`: delivers push notifications.
+//!
+//! Layout: [`config`] (environment), [`stream`] (the Redis consumer group), [`pipeline`]
+//! (entries → per-task ordered batches under a lease), [`deliver`] (retries, delivery log, dead
+//! letters), [`webhook`] (one signed HTTP attempt behind the SSRF guard), [`metrics`],
+//! [`dead_letters`] and [`keygen`] (the CLI). [`run`] assembles them and serves `/metrics` and
+//! `/healthz` until a shutdown token fires.
+//!
+//! *Invariant*: a stream entry is acknowledged only after every webhook of its task got the
+//! event or a dead letter records that it did not (at least once, never silently dropped).
+
+pub mod config;
+pub mod dead_letters;
+pub mod deliver;
+pub mod keygen;
+pub mod metrics;
+pub mod pipeline;
+pub mod stream;
+pub mod webhook;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use a2a_store::pg::PgDeliveryStore;
+use axum::Router;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::WorkerConfig;
+use crate::deliver::{Deliverer, LogSink};
+use crate::metrics::Metrics;
+use crate::pipeline::{Entry, Pipeline};
+use crate::stream::{Consumer, id_millis};
+use crate::webhook::Webhooks;
+
+/// How long a stopping worker waits for its in-flight deliveries before it exits (what is left
+/// is taken over by another worker after the claim idle time).
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// The database connection the configuration names.
+pub fn store(config: &WorkerConfig) -> Result<PgDeliveryStore, String> {
+    PgDeliveryStore::connect_lazy(
+        &config.database_url,
+        config.pool_size,
+        Duration::from_secs(3),
+    )
+    .map_err(|e| format!("A2A_DATABASE_URL: {e}"))
+}
+
+/// The HTTP sender the configuration describes.
+pub fn webhooks(config: &WorkerConfig) -> Result<Webhooks, String> {
+    Webhooks::new(
+        config.policy.clone(),
+        config.keys.clone(),
+        &config.issuer,
+        config.token_ttl,
+        config.attempt_timeout,
+    )
+}
+
+/// Runs the worker until `shutdown` fires: consumes, delivers, serves `/metrics` and
+/// `/healthz` on `listener`.
+pub async fn run(
+    config: WorkerConfig,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let redis_url = config.check_serve()?.to_owned();
+    let store = store(&config)?;
+    if config.migrate {
+        store.migrate().await.map_err(|e| e.to_string())?;
+    }
+    let metrics = Arc::new(Metrics::default());
+    metrics.consumer_lag.store(-1, Relaxed);
+    metrics.group_pending.store(-1, Relaxed);
+    let consumer = connect(&config, &redis_url, &shutdown).await?;
+    let (log, log_task) = LogSink::spawn(store.clone(), config.name.clone());
+    let deliverer = Deliverer {
+        store,
+        webhooks: webhooks(&config)?,
+        retry: config.retry,
+        metrics: metrics.clone(),
+        log,
+    };
+    let pipeline = Pipeline::new(
+        deliverer,
+        consumer.clone(),
+        config.lease,
+        config.concurrency,
+    );
+    let server = tokio::spawn(serve_http(listener, metrics.clone(), shutdown.clone()));
+    let maintenance = tokio::spawn(maintain(
+        pipeline.clone(),
+        consumer.clone(),
+        metrics,
+        config.claim_idle,
+        shutdown.clone(),
+    ));
+    tracing::info!(consumer = %consumer.name, group = %consumer.group, stream = %consumer.key,
+        "a2a-worker consuming");
+    read_loop(&pipeline, &consumer, &shutdown).await;
+    // Drain: no more reads; let the runners finish what they hold, for a while.
+    let deadline = tokio::time::Instant::now() + DRAIN;
+    while pipeline.in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    maintenance.abort();
+    drop(pipeline);
+    let _ = tokio::time::timeout(Duration::from_secs(2), log_task).await;
+    let _ = server.await;
+    Ok(())
+}
+
+async fn connect(
+    config: &WorkerConfig,
+    url: &str,
+    shutdown: &CancellationToken,
+) -> Result<Consumer, String> {
+    let key = a2a_bus::events_key(&config.redis_prefix);
+    let mut wait = Duration::from_millis(200);
+    loop {
+        let attempt = async {
+            let c = Consumer::connect(url, key.clone(), config.group.clone(), config.name.clone())
+                .await?;
+            c.ensure_group().await?;
+            Ok::<_, redis::RedisError>(c)
+        };
+        match attempt.await {
+            Ok(c) => return Ok(c),
+            Err(e) => tracing::warn!(error = %e, "cannot reach Redis yet; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Err("stopped before Redis was reachable".into()),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// Reads new entries and dispatches them, until shutdown.
+async fn read_loop(pipeline: &Arc<Pipeline>, consumer: &Consumer, shutdown: &CancellationToken) {
+    let mut wait = Duration::from_millis(100);
+    'connect: while !shutdown.is_cancelled() {
+        let mut conn = match consumer.reader().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot connect to Redis to read; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        wait = Duration::from_millis(100);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                () = pipeline.wait_for_room() => {}
+            }
+            let entries = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                read = consumer.read(&mut conn) => match read {
+                    Ok(entries) => entries,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the event stream failed; reconnecting");
+                        tokio::time::sleep(wait).await;
+                        continue 'connect;
+                    }
+                },
+            };
+            dispatch_all(pipeline, consumer, entries).await;
+        }
+    }
+}
+
+/// Decodes and dispatches entries; one that names no task is acknowledged and skipped.
+async fn dispatch_all(
+    pipeline: &Arc<Pipeline>,
+    consumer: &Consumer,
+    entries: Vec<redis::streams::StreamId>,
+) {
+    let mut junk = Vec::new();
+    for entry in entries {
+        match decode(&entry) {
+            Some(e) => pipeline.dispatch(e),
+            None => {
+                tracing::warn!(id = %entry.id, "skipping a stream entry without a task");
+                junk.push(entry.id);
+            }
+        }
+    }
+    if let Err(e) = consumer.ack(&junk).await {
+        tracing::warn!(error = %e, "cannot acknowledge skipped entries");
+    }
+}
+
+fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
+    let published_ms = id_millis(&entry.id);
+    if let Some(ev) = a2a_bus::decode_entry(entry) {
+        return Some(Entry {
+            id: entry.id.clone(),
+            task_id: ev.task_id,
+            seq: ev.seq,
+            event: Some(ev.event),
+            published_ms,
+        });
+    }
+    // A payload this build cannot read: the task and sequence number suffice, the event log
+    // has the event.
+    let task_id: String = entry.get("t")?;
+    let seq: u64 = entry.get("s").filter(|s| *s > 0)?;
+    Some(Entry {
+        id: entry.id.clone(),
+        task_id,
+        seq,
+        event: None,
+        published_ms,
+    })
+}
+
+/// The heartbeat (keeps this worker's entries from being taken over), the take-over of
+/// entries idle on a stopped worker (XAUTOCLAIM), and the group's lag for the metrics.
+async fn maintain(
+    pipeline: Arc<Pipeline>,
+    consumer: Consumer,
+    metrics: Arc<Metrics>,
+    claim_idle: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval((claim_idle / 3).min(Duration::from_secs(5)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let held = pipeline.in_flight_ids();
+        if let Err(e) = consumer.touch(&held).await {
+            tracing::warn!(error = %e, "heartbeat failed");
+        }
+        take_over(&pipeline, &consumer, &metrics, claim_idle).await;
+        match consumer.group_state().await {
+            Ok((lag, pending)) => {
+                metrics.consumer_lag.store(lag.unwrap_or(-1), Relaxed);
+                metrics.group_pending.store(pending.unwrap_or(-1), Relaxed);
+            }
+            Err(e) => tracing::debug!(error = %e, "XINFO GROUPS failed"),
+        }
+    }
+}
+
+async fn take_over(
+    pipeline: &Arc<Pipeline>,
+    consumer: &Consumer,
+    metrics: &Metrics,
+    claim_idle: Duration,
+) {
+    let mut start = "0-0".to_owned();
+    // Bounded per tick, so a huge backlog of stalled entries does not starve the heartbeat.
+    for _ in 0..16 {
+        let reply = match consumer.take_over(claim_idle, &start).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "XAUTOCLAIM failed");
+                return;
+            }
+        };
+        if !reply.claimed.is_empty() {
+            tracing::info!(
+                entries = reply.claimed.len(),
+                "took over entries idle on a stalled consumer"
+            );
+            metrics
+                .reclaimed
+                .fetch_add(reply.claimed.len() as u64, Relaxed);
+        }
+        dispatch_all(pipeline, consumer, reply.claimed).await;
+        // Entries trimmed from the stream while pending: the event log has them; the next
+        // entry of their task fills the gap.
+        if let Err(e) = consumer.ack(&reply.deleted_ids).await {
+            tracing::warn!(error = %e, "cannot acknowledge trimmed entries");
+        }
+        if reply.next_stream_id == "0-0" {
+            return;
+        }
+        start = reply.next_stream_id;
+    }
+}
+
+async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+    let app = Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            axum::http::header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4",
+                        )],
+                        metrics.render(),
+                    )
+                }
+            }),
+        );
+    let _ = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+}

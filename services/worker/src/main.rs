@@ -1,0 +1,117 @@
+//! The `a2a-worker` binary: `serve` (default), `migrate`, `dead-letters`, `keygen`.
+
+use std::process::ExitCode;
+
+use a2a_worker::config::WorkerConfig;
+use tokio_util::sync::CancellationToken;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const USAGE: &str = "usage: a2a-worker [serve|migrate|dead-letters ...|keygen]
+
+  serve         deliver push notifications (default)
+  migrate       apply database migrations (A2A_DATABASE_URL) and exit
+  dead-letters  list [--all] [--limit N]   deliveries that gave up (not yet replayed, or all)
+                replay (<id>... | --all)   deliver them again (with the same retry policy)
+  keygen        print a new ES256 signing key (PKCS#8 PEM) for A2A_PUSH_SIGNING_KEYS
+
+Configuration comes from the environment (A2A_DATABASE_URL, A2A_REDIS_URL, A2A_REDIS_PREFIX,
+A2A_PUBLIC_URL, A2A_PUSH_SIGNING_KEYS, A2A_PUSH_ALLOWED_HOSTS, A2A_WORKER_*); see the README.";
+
+/// Exit code for configuration errors (sysexits EX_CONFIG).
+const EX_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = args.first().map(String::as_str).unwrap_or("serve");
+    match command {
+        "serve" | "migrate" | "dead-letters" => {}
+        "keygen" => {
+            return match a2a_worker::keygen::es256_pem() {
+                Ok(pem) => {
+                    print!("{pem}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("a2a-worker: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        other => {
+            eprintln!("a2a-worker: unknown command {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    }
+    // `serve` logs to stdout (where it says where it listens); the CLI keeps stdout for output.
+    init_tracing(command == "serve");
+    let config = match WorkerConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("a2a-worker: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let result = runtime.block_on(async {
+        match command {
+            "migrate" => {
+                let store = a2a_worker::store(&config)?;
+                store.migrate().await.map_err(|e| e.to_string())?;
+                Ok("database migrations applied".to_owned())
+            }
+            "dead-letters" => a2a_worker::dead_letters::run(&config, &args[1..]).await,
+            _ => serve(config).await.map(|()| String::new()),
+        }
+    });
+    match result {
+        Ok(out) => {
+            if !out.is_empty() {
+                println!("{out}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("a2a-worker: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: WorkerConfig) -> Result<(), String> {
+    config.check_serve()?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = listener.local_addr().map_or(config.listen, |a| a);
+    tracing::info!(
+        "a2a-worker listening on http://{addr} (/metrics, /healthz) as consumer {}",
+        config.name
+    );
+    let shutdown = CancellationToken::new();
+    tokio::spawn(a2a_process::shutdown_on_signal(
+        shutdown.clone(),
+        "finishing in-flight deliveries",
+    ));
+    a2a_worker::run(config, listener, shutdown).await?;
+    tracing::info!("a2a-worker stopped");
+    Ok(())
+}
+
+fn init_tracing(stdout: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let fmt = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    if stdout {
+        fmt.init();
+    } else {
+        fmt.with_writer(std::io::stderr).init();
+    }
+}

@@ -1,0 +1,166 @@
+//! The worker's side of the Redis stream `{prefix}events` (see `a2a_bus::events_key`): one
+//! consumer of a consumer group. Reads block on a connection of their own; acknowledgements,
+//! take-overs and heartbeats share a second, multiplexed one, so they never wait behind a read.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
+use redis::{AsyncConnectionConfig, Client, RedisResult};
+
+/// Entries read per XREADGROUP.
+const READ_COUNT: usize = 512;
+/// How long one XREADGROUP waits for new entries.
+const BLOCK_MS: u64 = 1000;
+/// Entries taken over per XAUTOCLAIM call.
+const CLAIM_COUNT: usize = 512;
+
+/// One consumer (`name`) of `group` on the stream `key`.
+#[derive(Clone)]
+pub struct Consumer {
+    client: Client,
+    conn: ConnectionManager,
+    pub key: String,
+    pub group: String,
+    pub name: String,
+}
+
+impl Consumer {
+    pub async fn connect(url: &str, key: String, group: String, name: String) -> RedisResult<Self> {
+        let client = Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_max_delay(Duration::from_secs(2));
+        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+        Ok(Self {
+            client,
+            conn,
+            key,
+            group,
+            name,
+        })
+    }
+
+    /// Creates the group if it does not exist, starting at the beginning of the stream: events
+    /// committed before the first worker started are delivered too.
+    pub async fn ensure_group(&self) -> RedisResult<()> {
+        let created: RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg("0")
+            .arg("MKSTREAM")
+            .query_async(&mut self.conn.clone())
+            .await;
+        match created {
+            Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
+            other => other,
+        }
+    }
+
+    /// A connection for blocking reads.
+    pub async fn reader(&self) -> RedisResult<MultiplexedConnection> {
+        let config = AsyncConnectionConfig::new()
+            .set_response_timeout(Some(
+                Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
+            ))
+            .set_connection_timeout(Some(Duration::from_secs(2)));
+        self.client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+    }
+
+    /// New entries for this consumer (waits up to a second for some).
+    pub async fn read(&self, conn: &mut MultiplexedConnection) -> RedisResult<Vec<StreamId>> {
+        let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
+            .arg("GROUP")
+            .arg(&self.group)
+            .arg(&self.name)
+            .arg("COUNT")
+            .arg(READ_COUNT)
+            .arg("BLOCK")
+            .arg(BLOCK_MS)
+            .arg("STREAMS")
+            .arg(&self.key)
+            .arg(">")
+            .query_async(conn)
+            .await?;
+        Ok(reply
+            .map(|r| r.keys.into_iter().flat_map(|k| k.ids).collect())
+            .unwrap_or_default())
+    }
+
+    /// Takes over entries idle for `min_idle` on any consumer, from `start`; returns the next
+    /// start (`0-0` when the scan is complete), the entries, and ids no longer in the stream.
+    pub async fn take_over(
+        &self,
+        min_idle: Duration,
+        start: &str,
+    ) -> RedisResult<StreamAutoClaimReply> {
+        redis::cmd("XAUTOCLAIM")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(&self.name)
+            .arg(min_idle.as_millis() as u64)
+            .arg(start)
+            .arg("COUNT")
+            .arg(CLAIM_COUNT)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// Resets the idle time of entries this consumer is still working on, so that no other
+    /// worker takes them over (the heartbeat).
+    pub async fn touch(&self, ids: &[String]) -> RedisResult<()> {
+        for chunk in ids.chunks(1000) {
+            redis::cmd("XCLAIM")
+                .arg(&self.key)
+                .arg(&self.group)
+                .arg(&self.name)
+                .arg(0)
+                .arg(chunk)
+                .arg("JUSTID")
+                .query_async::<redis::Value>(&mut self.conn.clone())
+                .await?;
+        }
+        Ok(())
+    }
+
+    pub async fn ack(&self, ids: &[String]) -> RedisResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("XACK")
+            .arg(&self.key)
+            .arg(&self.group)
+            .arg(ids)
+            .query_async(&mut self.conn.clone())
+            .await
+    }
+
+    /// The group's `lag` (entries not read yet; Redis 7) and `pending` (read, not acknowledged).
+    pub async fn group_state(&self) -> RedisResult<(Option<i64>, Option<i64>)> {
+        let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
+            .arg("GROUPS")
+            .arg(&self.key)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let ours = groups.into_iter().find(|g| {
+            g.get("name")
+                .and_then(|v| redis::from_redis_value_ref::<String>(v).ok())
+                .is_some_and(|n| n == self.group)
+        });
+        let field = |name: &str| {
+            ours.as_ref()
+                .and_then(|g| g.get(name))
+                .and_then(|v| redis::from_redis_value_ref::<i64>(v).ok())
+        };
+        Ok((field("lag"), field("pending")))
+    }
+}
+
+/// The milliseconds part of a stream id: when Redis appended the entry.
+pub fn id_millis(id: &str) -> Option<u64> {
+    id.split_once('-').and_then(|(ms, _)| ms.parse().ok())
+}
