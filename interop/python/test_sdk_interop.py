@@ -557,18 +557,24 @@ async def test_push_config_crud(base_url, binding):
     async with sdk_client(base_url, binding, streaming=False) as client:
         task = (await send_once(client, send_request(text_message("push")))).task
 
+        # A webhook inside the network is refused when the config is created (SSRF guard).
+        with pytest.raises(InvalidParamsError):
+            await client.create_task_push_notification_config(
+                pb.TaskPushNotificationConfig(task_id=task.id, url="http://127.0.0.1:9/hook")
+            )
+
         named = await client.create_task_push_notification_config(
             pb.TaskPushNotificationConfig(
                 task_id=task.id,
                 id="interop-1",
-                url="http://127.0.0.1:9/hook",
+                url="https://hooks.example.com/hook",
                 token="tok-1",
                 authentication=pb.AuthenticationInfo(scheme="Bearer", credentials="secret"),
             )
         )
         assert named.id == "interop-1"
         assert named.task_id == task.id
-        assert named.url == "http://127.0.0.1:9/hook"
+        assert named.url == "https://hooks.example.com/hook"
         assert named.token == "tok-1"
         assert named.authentication.scheme == "Bearer"
 
@@ -613,7 +619,7 @@ async def test_push_config_crud(base_url, binding):
             )
         with pytest.raises(TaskNotFoundError):
             await client.create_task_push_notification_config(
-                pb.TaskPushNotificationConfig(task_id=str(uuid.uuid4()), url="http://127.0.0.1:9/x")
+                pb.TaskPushNotificationConfig(task_id=str(uuid.uuid4()), url="https://hooks.example.com/x")
             )
 
 
@@ -621,13 +627,13 @@ async def test_push_config_crud(base_url, binding):
 async def test_push_config_in_send(base_url, binding):
     """A config given with SendMessage is stored on the new task."""
     async with sdk_client(base_url, binding, streaming=False) as client:
-        push = pb.TaskPushNotificationConfig(id="with-send", url="http://127.0.0.1:9/hook", token="t")
+        push = pb.TaskPushNotificationConfig(id="with-send", url="https://hooks.example.com/hook", token="t")
         task = (await send_once(client, send_request(text_message("push on send"), push=push))).task
         listed = await client.list_task_push_notification_configs(
             pb.ListTaskPushNotificationConfigsRequest(task_id=task.id)
         )
         assert [c.id for c in listed.configs] == ["with-send"], listed
-        assert listed.configs[0].url == "http://127.0.0.1:9/hook"
+        assert listed.configs[0].url == "https://hooks.example.com/hook"
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Upstream agents: a front gateway routes to real A2A servers (gateways running the built-in
 //! agents, a garbage server, a silent one, the official Python SDK) and proxies every turn.
 
+mod credentials;
 mod faults;
 mod orchestration;
 mod proxy;
