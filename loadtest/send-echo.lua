@@ -9,7 +9,10 @@ if token and token ~= "" then
 end
 
 local counter = 0
-local thread_id = 0
+-- A global, not a local: `thread:set` assigns the global of each thread's Lua state, and a local
+-- upvalue would shadow it, giving every thread the same ids (duplicate messageIds are idempotent
+-- retries, not new tasks).
+thread_id = 0
 
 function setup(thread)
   thread:set("thread_id", thread_id)

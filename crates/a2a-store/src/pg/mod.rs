@@ -89,6 +89,12 @@ impl Default for PgOptions {
 /// The [`TaskStore`] over PostgreSQL.
 pub struct PgTaskStore {
     pool: PgPool,
+    /// For message claims only: connections with `synchronous_commit = off`. A claim is
+    /// committed before the task it names is created, and that creation waits for the WAL to
+    /// be flushed up to its own commit, which lies after the claim's: so a claim is durable
+    /// whenever its task is, and one lost in a crash named no task yet. This spares every
+    /// SendMessage a WAL flush of its own (it measured 2,544 against 6,7xx tasks/s).
+    claims: PgPool,
     writer: Writer,
     /// Task id → (sequence number, snapshot) as this process last wrote or read it. A hit is
     /// only used when its sequence number is the one the caller expects, and the write is
@@ -138,13 +144,20 @@ impl PgTaskStore {
             Some(replica) => connect.options([("a2a.replica", replica.as_str())]),
             None => connect,
         };
-        let pool = PgPoolOptions::new()
-            .max_connections(options.pool_size.max(2))
-            .acquire_timeout(options.acquire_timeout)
-            // A pooled connection that died while idle (PostgreSQL restarted) is discarded at
-            // acquire instead of failing the request that drew it.
-            .test_before_acquire(true)
-            .connect_lazy_with(connect);
+        let pool_of = |size: u32, connect: PgConnectOptions| {
+            PgPoolOptions::new()
+                .max_connections(size)
+                .acquire_timeout(options.acquire_timeout)
+                // A pooled connection that died while idle (PostgreSQL restarted) is discarded
+                // at acquire instead of failing the request that drew it.
+                .test_before_acquire(true)
+                .connect_lazy_with(connect)
+        };
+        let claims = pool_of(
+            (options.pool_size / 4).max(2),
+            connect.clone().options([("synchronous_commit", "off")]),
+        );
+        let pool = pool_of(options.pool_size.max(2), connect);
         let writers = match options.writers {
             0 => 2.min(options.pool_size as usize / 2).max(1),
             n => n,
@@ -152,6 +165,7 @@ impl PgTaskStore {
         Ok(Self {
             writer: Writer::spawn(pool.clone(), writers),
             pool,
+            claims,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -353,11 +367,11 @@ impl TaskStore for PgTaskStore {
         message_id: &str,
         task_id: &str,
     ) -> StoreResult<MessageClaim> {
-        dispatch::claim_message(&self.pool, owner, message_id, task_id).await
+        dispatch::claim_message(&self.claims, owner, message_id, task_id).await
     }
 
     async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
-        dispatch::release_message(&self.pool, owner, message_id).await
+        dispatch::release_message(&self.claims, owner, message_id).await
     }
 
     async fn take_over(
