@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::postgres::PgPool;
 
 use super::db_error;
-use crate::{MessageClaim, Orphan, StoreError, StoreResult, UpstreamRef};
+use crate::{Orphan, StoreError, StoreResult, UpstreamRef};
 
 pub(super) async fn set_upstream(
     pool: &PgPool,
@@ -27,46 +27,6 @@ pub(super) async fn set_upstream(
         return Err(StoreError::NotFound(task_id.to_owned()));
     }
     Ok(())
-}
-
-/// Inserts the claim, or reads the one that exists, in one statement: the `INSERT` returns
-/// nothing on conflict, and the `UNION` reads the row it conflicted with.
-pub(super) async fn claim_message(
-    pool: &PgPool,
-    owner: &str,
-    message_id: &str,
-    task_id: &str,
-) -> StoreResult<MessageClaim> {
-    const SQL: &str = "\
-        WITH ins AS (INSERT INTO message_claims (owner, message_id, task_id) \
-                     VALUES ($1, $2, $3) ON CONFLICT (owner, message_id) DO NOTHING \
-                     RETURNING task_id) \
-        SELECT task_id, true AS claimed FROM ins \
-        UNION ALL \
-        SELECT task_id, false AS claimed FROM message_claims \
-         WHERE owner = $1 AND message_id = $2 AND NOT EXISTS (SELECT 1 FROM ins)";
-    let row = sqlx::query(SQL)
-        .bind(owner)
-        .bind(message_id)
-        .bind(task_id)
-        .fetch_optional(pool)
-        .await
-        .map_err(db_error)?;
-    // No row: the conflicting claim was released between the two reads; the caller retries.
-    let Some(row) = row else {
-        return Err(StoreError::Conflict {
-            task_id: task_id.to_owned(),
-            expected: 0,
-            actual: 0,
-        });
-    };
-    let claimed: bool = row.try_get("claimed").map_err(db_error)?;
-    if claimed {
-        return Ok(MessageClaim::Claimed);
-    }
-    Ok(MessageClaim::Existing(
-        row.try_get("task_id").map_err(db_error)?,
-    ))
 }
 
 pub(super) async fn release_message(

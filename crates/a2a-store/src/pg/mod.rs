@@ -16,10 +16,12 @@
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
-//! - `set_upstream`, `claim_message`, `release_message`: 1 statement; `take_over`: 2.
+//! - `set_upstream`, `release_message`: 1 statement; `claim_message`: a share of one batched
+//!   statement (`claims.rs`); `take_over`: 2.
 //! - `ping`: 1 statement.
 
 mod batch;
+mod claims;
 mod codec;
 mod delivery;
 mod dispatch;
@@ -44,6 +46,7 @@ use crate::{
     TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 use batch::{AppendJob, CreateJob};
+use claims::Claimer;
 use codec::{Plan, TaskRow};
 use write::Writer;
 
@@ -89,12 +92,8 @@ impl Default for PgOptions {
 /// The [`TaskStore`] over PostgreSQL.
 pub struct PgTaskStore {
     pool: PgPool,
-    /// For message claims only: connections with `synchronous_commit = off`. A claim is
-    /// committed before the task it names is created, and that creation waits for the WAL to
-    /// be flushed up to its own commit, which lies after the claim's: so a claim is durable
-    /// whenever its task is, and one lost in a crash named no task yet. This spares every
-    /// SendMessage a WAL flush of its own (it measured 2,544 against 6,7xx tasks/s).
-    claims: PgPool,
+    /// Message claims, batched (see `claims.rs`).
+    claimer: Claimer,
     writer: Writer,
     /// Task id → (sequence number, snapshot) as this process last wrote or read it. A hit is
     /// only used when its sequence number is the one the caller expects, and the write is
@@ -153,10 +152,8 @@ impl PgTaskStore {
                 .test_before_acquire(true)
                 .connect_lazy_with(connect)
         };
-        let claims = pool_of(
-            (options.pool_size / 4).max(2),
-            connect.clone().options([("synchronous_commit", "off")]),
-        );
+        // The claimer's own connections: see `claims.rs` for why they need no synchronous commit.
+        let claims = pool_of(2, connect.clone().options([("synchronous_commit", "off")]));
         let pool = pool_of(options.pool_size.max(2), connect);
         let writers = match options.writers {
             0 => 2.min(options.pool_size as usize / 2).max(1),
@@ -165,7 +162,7 @@ impl PgTaskStore {
         Ok(Self {
             writer: Writer::spawn(pool.clone(), writers),
             pool,
-            claims,
+            claimer: Claimer::spawn(claims),
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -367,11 +364,11 @@ impl TaskStore for PgTaskStore {
         message_id: &str,
         task_id: &str,
     ) -> StoreResult<MessageClaim> {
-        dispatch::claim_message(&self.claims, owner, message_id, task_id).await
+        self.claimer.claim(owner, message_id, task_id).await
     }
 
     async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
-        dispatch::release_message(&self.claims, owner, message_id).await
+        dispatch::release_message(&self.pool, owner, message_id).await
     }
 
     async fn take_over(
