@@ -57,7 +57,9 @@ async fn until(gw: &GatewayProcess, id: &str, what: &str, done: impl Fn(&Value) 
     }
 }
 
-#[tokio::test]
+// Several workers: starting a replica blocks this thread (it waits for readiness), while the
+// in-process upstream must keep answering the replica's card fetch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_surviving_replica_takes_over_a_dead_replicas_task() {
     let up = upstream("").await;
     let db = a2a_testing::TestDatabase::create().await;
