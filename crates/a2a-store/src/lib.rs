@@ -85,6 +85,45 @@ pub struct TaskChange {
     pub event: StreamResponse,
 }
 
+/// Applies `changes` to `task` in order, as both stores do, numbering their events from
+/// `first_seq`. A change to a terminal task is refused, so a batch cannot move past its end.
+pub(crate) fn apply_changes(
+    task: &mut Task,
+    first_seq: u64,
+    changes: Vec<TaskChange>,
+) -> StoreResult<Vec<StoredEvent>> {
+    use a2a_types::state::{add_user_message, apply_event, is_terminal, state_of};
+    changes
+        .into_iter()
+        .zip(first_seq..)
+        .map(|(change, seq)| {
+            if is_terminal(state_of(task)) {
+                return Err(StoreError::Terminal(task.id.clone()));
+            }
+            if let Some(m) = change.user_message {
+                add_user_message(task, m);
+            }
+            apply_event(task, &change.event);
+            Ok(StoredEvent {
+                task_id: task.id.clone(),
+                seq,
+                event: change.event,
+            })
+        })
+        .collect()
+}
+
+/// The first event of every task: the task as created.
+pub(crate) fn created_event(task: &Task) -> StoredEvent {
+    StoredEvent {
+        task_id: task.id.clone(),
+        seq: 1,
+        event: StreamResponse {
+            payload: Some(a2a_types::v1::stream_response::Payload::Task(task.clone())),
+        },
+    }
+}
+
 /// Filters and paging of ListTasks, already validated by the service.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -143,7 +182,19 @@ pub type StoreResult<T> = Result<T, StoreError>;
 #[async_trait]
 pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new task and its first event (the task itself, sequence 1).
-    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent>;
+    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
+        let (mut events, _) = self.create_with(new, Vec::new()).await?;
+        Ok(events.remove(0))
+    }
+
+    /// Stores a new task (sequence 1) and applies `changes` after it, as one atomic step:
+    /// returns every event (sequences 1..=1 + changes) and the snapshot after the last. A burst
+    /// of events an agent produced together costs one write instead of one each.
+    async fn create_with(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)>;
 
     /// Applies `change` if the task's last sequence number is still `expected_seq`; returns the
     /// appended event (sequence `expected_seq + 1`) and the snapshot after the change.
@@ -152,7 +203,20 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &str,
         expected_seq: u64,
         change: TaskChange,
-    ) -> StoreResult<(StoredEvent, Task)>;
+    ) -> StoreResult<(StoredEvent, Task)> {
+        let (mut events, task) = self.append_all(task_id, expected_seq, vec![change]).await?;
+        Ok((events.remove(0), task))
+    }
+
+    /// Applies `changes` (at least one) in order, as one atomic step guarded like
+    /// [`TaskStore::append`]: none is applied unless all are. No change may follow one that
+    /// makes the task terminal.
+    async fn append_all(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)>;
 
     /// The task of `owner`, with at most `history_length` most recent history messages.
     async fn get(

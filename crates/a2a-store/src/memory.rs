@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::RwLock;
 
-use a2a_types::state::{add_user_message, apply_event, is_terminal, state_of, trim_history};
+use a2a_types::state::{state_of, trim_history};
 use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use base64::Engine;
@@ -14,7 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
     Cursor, ListQuery, MessageClaim, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent,
-    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -102,49 +102,50 @@ fn matches(task: &Task, q: &ListQuery) -> bool {
 
 #[async_trait]
 impl TaskStore for MemoryTaskStore {
-    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
+    async fn create_with(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
         let mut inner = self.inner.write().map_err(poisoned)?;
         let id = new.task.id.clone();
         if inner.tasks.contains_key(&id) {
             return Err(StoreError::Duplicate(id));
         }
-        let event = StoredEvent {
-            task_id: id.clone(),
-            seq: 1,
-            event: a2a_types::v1::StreamResponse {
-                payload: Some(a2a_types::v1::stream_response::Payload::Task(
-                    new.task.clone(),
-                )),
-            },
-        };
+        let mut task = new.task;
+        let mut events = vec![created_event(&task)];
+        events.extend(apply_changes(&mut task, 2, changes)?);
         inner
             .by_owner
             .entry(new.owner.clone())
             .or_default()
-            .insert(order_key(&new.task));
+            .insert(order_key(&task));
         inner.tasks.insert(
             id,
             Box::new(Entry {
                 record: TaskRecord {
-                    task: new.task,
+                    task: task.clone(),
                     owner: new.owner,
                     agent: new.agent,
-                    seq: 1,
+                    seq: events.len() as u64,
                     upstream: None,
                 },
-                events: vec![event.clone()],
+                events: events.clone(),
                 push_configs: Vec::new(),
             }),
         );
-        Ok(event)
+        Ok((events, task))
     }
 
-    async fn append(
+    async fn append_all(
         &self,
         task_id: &str,
         expected_seq: u64,
-        change: TaskChange,
-    ) -> StoreResult<(StoredEvent, Task)> {
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        if changes.is_empty() {
+            return Err(StoreError::Internal("an append without changes".into()));
+        }
         let mut guard = self.inner.write().map_err(poisoned)?;
         let inner = &mut *guard;
         let entry = inner
@@ -158,31 +159,20 @@ impl TaskStore for MemoryTaskStore {
                 actual: entry.record.seq,
             });
         }
-        if is_terminal(state_of(&entry.record.task)) {
-            return Err(StoreError::Terminal(task_id.to_owned()));
-        }
-        let old_key = order_key(&entry.record.task);
-        let task = &mut entry.record.task;
-        if let Some(m) = change.user_message {
-            add_user_message(task, m);
-        }
-        apply_event(task, &change.event);
-        let new_key = order_key(task);
-        entry.record.seq += 1;
-        let event = StoredEvent {
-            task_id: task_id.to_owned(),
-            seq: entry.record.seq,
-            event: change.event,
-        };
-        entry.events.push(event.clone());
-        let snapshot = entry.record.task.clone();
+        // Applied to a copy: a refused change leaves the stored task as it was.
+        let mut task = entry.record.task.clone();
+        let events = apply_changes(&mut task, expected_seq + 1, changes)?;
+        let (old_key, new_key) = (order_key(&entry.record.task), order_key(&task));
+        entry.record.task = task.clone();
+        entry.record.seq += events.len() as u64;
+        entry.events.extend(events.iter().cloned());
         if old_key != new_key
             && let Some(index) = inner.by_owner.get_mut(&entry.record.owner)
         {
             index.remove(&old_key);
             index.insert(new_key);
         }
-        Ok((event, snapshot))
+        Ok((events, task))
     }
 
     async fn get(

@@ -22,7 +22,7 @@ macro_rules! store_conformance_suite {
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
-            message_claims_are_per_owner_and_first_wins);
+            message_claims_are_per_owner_and_first_wins, changes_commit_together);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -545,4 +545,72 @@ pub async fn message_claims_are_per_owner_and_first_wins(store: &dyn TaskStore) 
         MessageClaim::Claimed,
         "a released claim can be claimed again"
     );
+}
+
+/// `create_with` and `append_all`: several events as one step, numbered in order, the same
+/// snapshot and log as one append each, and all or nothing.
+pub async fn changes_commit_together(store: &dyn TaskStore) {
+    let created = vec![artifact("t1", "a", false), artifact("t1", "b", true)];
+    let (events, task) = store
+        .create_with(new_task("alice", "t1", "c1", 1_000), created)
+        .await
+        .unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert!(
+        matches!(events[0].event.payload, Some(Payload::Task(ref t)) if t.artifacts.is_empty())
+    );
+    assert_eq!(task.artifacts[0].parts.len(), 2);
+    let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
+    assert_eq!((rec.seq, &rec.task), (3, &task));
+
+    // A follow-up message, a chunk and the end, together.
+    let follow = TaskChange {
+        user_message: Some(message("t1-m1")),
+        ..status("t1", TaskState::Working, 2_000)
+    };
+    let batch = vec![
+        follow,
+        artifact("t1", "c", true),
+        status("t1", TaskState::Completed, 3_000),
+    ];
+    let (events, task) = store.append_all("t1", 3, batch).await.unwrap();
+    assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [4, 5, 6]);
+    assert_eq!(state_of(&task), TaskState::Completed);
+    assert_eq!(task.history.len(), 2);
+    assert_eq!(task.artifacts[0].parts.len(), 3);
+    let rec = store.get("alice", "t1", None).await.unwrap().unwrap();
+    assert_eq!((rec.seq, &rec.task), (6, &task));
+    let log = store.events_after("alice", "t1", 0).await.unwrap();
+    assert_eq!(
+        log.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (1..=6).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        log[3..].iter().map(|e| &e.event).collect::<Vec<_>>(),
+        events.iter().map(|e| &e.event).collect::<Vec<_>>()
+    );
+
+    // Nothing of a batch that moves past a terminal state is kept.
+    store
+        .create(new_task("alice", "t2", "c1", 1_000))
+        .await
+        .unwrap();
+    let past_end = vec![
+        status("t2", TaskState::Completed, 2_000),
+        status("t2", TaskState::Working, 3_000),
+    ];
+    assert!(matches!(
+        store.append_all("t2", 1, past_end).await,
+        Err(StoreError::Terminal(_))
+    ));
+    let rec = store.get("alice", "t2", None).await.unwrap().unwrap();
+    assert_eq!((rec.seq, state_of(&rec.task)), (1, TaskState::Submitted));
+    assert_eq!(store.events_after("alice", "t2", 0).await.unwrap().len(), 1);
+    // A stale sequence number refuses the whole batch too.
+    assert!(matches!(
+        store
+            .append_all("t2", 5, vec![status("t2", TaskState::Working, 2_000)])
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
 }

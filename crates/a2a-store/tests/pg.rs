@@ -44,11 +44,20 @@ async fn open(db: &TestDatabase) -> PgTaskStore {
 
 #[async_trait]
 impl TaskStore for TestStore {
-    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
-        self.store.create(new).await
+    async fn create_with(
+        &self,
+        new: NewTask,
+        c: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        self.store.create_with(new, c).await
     }
-    async fn append(&self, id: &str, seq: u64, c: TaskChange) -> StoreResult<(StoredEvent, Task)> {
-        self.store.append(id, seq, c).await
+    async fn append_all(
+        &self,
+        id: &str,
+        seq: u64,
+        c: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        self.store.append_all(id, seq, c).await
     }
     async fn get(&self, o: &str, id: &str, h: Option<usize>) -> StoreResult<Option<TaskRecord>> {
         self.store.get(o, id, h).await

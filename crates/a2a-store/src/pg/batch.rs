@@ -20,8 +20,10 @@ pub(super) struct CreateJob {
     pub owner: String,
     pub agent: String,
     pub context_id: String,
+    /// The row after every event.
     pub row: TaskRow,
-    pub event: Vec<u8>,
+    /// Events 1..=n: the task as created, then the changes stored with it.
+    pub events: Vec<Vec<u8>>,
     pub plan: Plan,
 }
 
@@ -29,8 +31,21 @@ pub(super) struct AppendJob {
     pub task_id: String,
     pub expected: i64,
     pub row: TaskRow,
-    pub event: Vec<u8>,
+    /// Events expected + 1..=expected + n.
+    pub events: Vec<Vec<u8>>,
     pub plan: Plan,
+}
+
+impl CreateJob {
+    fn seq(&self) -> i64 {
+        self.events.len() as i64
+    }
+}
+
+impl AppendJob {
+    fn seq(&self) -> i64 {
+        self.expected + self.events.len() as i64
+    }
 }
 
 /// Task id → 0 for a task created, or the new sequence number of an applied append. Jobs that
@@ -95,20 +110,24 @@ impl CreateParts {
     }
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
-        let [id, owner, agent, ctx, state, ms, snap, hlen, alen, event] = params(n);
+        let [id, owner, agent, ctx, seq, state, ms, snap, hlen, alen] = params(n);
+        let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
-               ${ctx}::text[], ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], \
-               ${hlen}::int4[], ${alen}::int4[], ${event}::bytea[]) \
-             AS i(id, owner, agent, context_id, state, status_ms, snapshot, history_len, \
-                  artifacts_len, event)), \
+               ${ctx}::text[], ${seq}::int8[], ${state}::int2[], ${ms}::int8[], \
+               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[]) \
+             AS i(id, owner, agent, context_id, seq, state, status_ms, snapshot, history_len, \
+                  artifacts_len)), \
              c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
                seq, history_len, artifacts_len, snapshot) \
-             SELECT id, owner, agent, context_id, state, status_ms, 1, history_len, \
+             SELECT id, owner, agent, context_id, state, status_ms, seq, history_len, \
                artifacts_len, snapshot FROM c_input \
              ON CONFLICT (id) DO NOTHING RETURNING id), \
              c_events AS (INSERT INTO task_events (task_id, seq, payload) \
-             SELECT i.id, 1, i.event FROM c_input i JOIN c_created c ON c.id = i.id)"
+             SELECT e.task_id, e.seq, e.payload \
+               FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \
+                    AS e(task_id, seq, payload) \
+               JOIN c_created c ON c.id = e.task_id)"
         ));
         if self.history {
             let [ids, pos, msg] = params(n);
@@ -142,9 +161,10 @@ impl CreateParts {
                 jobs.iter()
                     .map(|j| j.context_id.as_str())
                     .collect::<Vec<_>>(),
-            );
+            )
+            .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
-        q = q.bind(jobs.iter().map(|j| j.event.as_slice()).collect::<Vec<_>>());
+        q = bind_events(q, jobs.iter().map(|j| (j.id.as_str(), 1, &j.events)));
         if self.history {
             q = bind3(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.history)));
         }
@@ -177,18 +197,19 @@ impl AppendParts {
     }
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
-        let [id, expected, state, ms, snap, hlen, alen, event] = params(n);
+        let [id, expected, seq, state, ms, snap, hlen, alen] = params(n);
+        let [e_id, e_seq, e_payload] = params(n);
         // Terminal states (COMPLETED 3, FAILED 4, CANCELED 5, REJECTED 7) are refused here
         // too, so immutability does not rest on the caller's snapshot alone.
         // The replica whose connection appends becomes the task's dispatcher (its session
         // setting `a2a.replica`, migration 0004): whoever runs the turn writes its events.
         ctes.push(format!(
             "a_input AS (SELECT * FROM unnest(${id}::text[], ${expected}::int8[], \
-               ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], ${hlen}::int4[], \
-               ${alen}::int4[], ${event}::bytea[]) \
-             AS i(task_id, expected, state, status_ms, snapshot, history_len, artifacts_len, \
-                  event)), \
-             a_updated AS (UPDATE tasks t SET seq = t.seq + 1, state = i.state, \
+               ${seq}::int8[], ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], \
+               ${hlen}::int4[], ${alen}::int4[]) \
+             AS i(task_id, expected, seq, state, status_ms, snapshot, history_len, \
+                  artifacts_len)), \
+             a_updated AS (UPDATE tasks t SET seq = i.seq, state = i.state, \
                status_ms = i.status_ms, snapshot = i.snapshot, history_len = i.history_len, \
                artifacts_len = i.artifacts_len, updated_at = now(), \
                dispatcher = coalesce(nullif(current_setting('a2a.replica', true), ''), \
@@ -197,7 +218,10 @@ impl AppendParts {
              WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
              RETURNING t.id, t.seq, t.history_len, t.artifacts_len), \
              a_events AS (INSERT INTO task_events (task_id, seq, payload) \
-             SELECT u.id, u.seq, i.event FROM a_updated u JOIN a_input i ON i.task_id = u.id)"
+             SELECT e.task_id, e.seq, e.payload \
+               FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \
+                    AS e(task_id, seq, payload) \
+               JOIN a_updated u ON u.id = e.task_id)"
         ));
         if self.history {
             let [ids, pos, msg] = params(n);
@@ -254,9 +278,14 @@ impl AppendParts {
     fn bind<'a>(&self, q: Q<'a>, jobs: &[&'a AppendJob]) -> Q<'a> {
         let mut q = q
             .bind(jobs.iter().map(|j| j.task_id.as_str()).collect::<Vec<_>>())
-            .bind(jobs.iter().map(|j| j.expected).collect::<Vec<_>>());
+            .bind(jobs.iter().map(|j| j.expected).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
-        q = q.bind(jobs.iter().map(|j| j.event.as_slice()).collect::<Vec<_>>());
+        q = bind_events(
+            q,
+            jobs.iter()
+                .map(|j| (j.task_id.as_str(), j.expected + 1, &j.events)),
+        );
         let id = |j: &&'a AppendJob| j.task_id.as_str();
         if self.history {
             q = bind3(q, jobs.iter().map(|j| (id(j), &j.plan.history)));
@@ -282,6 +311,22 @@ fn bind_rows<'a>(q: Q<'a>, rows: impl Iterator<Item = &'a TaskRow> + Clone) -> Q
         )
         .bind(rows.clone().map(|r| r.history_len).collect::<Vec<_>>())
         .bind(rows.map(|r| r.artifacts_len).collect::<Vec<_>>())
+}
+
+/// Per-task events, numbered from the given first sequence number, as three arrays.
+fn bind_events<'a>(
+    q: Q<'a>,
+    tasks: impl Iterator<Item = (&'a str, i64, &'a Vec<Vec<u8>>)>,
+) -> Q<'a> {
+    let (mut ids, mut seqs, mut payloads) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, first, events) in tasks {
+        for (seq, payload) in (first..).zip(events) {
+            ids.push(id);
+            seqs.push(seq);
+            payloads.push(payload.as_slice());
+        }
+    }
+    q.bind(ids).bind(seqs).bind(payloads)
 }
 
 /// Per-task (position, bytes) rows as the three arrays `unnest` takes.

@@ -35,15 +35,14 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use a2a_types::state::{add_user_message, apply_event, is_terminal, state_of};
-use a2a_types::v1::stream_response::Payload;
-use a2a_types::v1::{StreamResponse, Task, TaskPushNotificationConfig};
+use a2a_types::state::{is_terminal, state_of};
+use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
     ListQuery, MessageClaim, NewTask, Orphan, PushConfigPage, StoreError, StoreResult, StoredEvent,
-    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;
@@ -230,36 +229,39 @@ fn to_i64(seq: u64) -> i64 {
 
 #[async_trait]
 impl TaskStore for PgTaskStore {
-    async fn create(&self, new: NewTask) -> StoreResult<StoredEvent> {
-        let event = StreamResponse {
-            payload: Some(Payload::Task(new.task.clone())),
-        };
+    async fn create_with(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        let mut task = new.task;
+        let mut events = vec![created_event(&task)];
+        events.extend(apply_changes(&mut task, 2, changes)?);
         let job = CreateJob {
-            id: new.task.id.clone(),
+            id: task.id.clone(),
             owner: new.owner,
             agent: new.agent,
-            context_id: new.task.context_id.clone(),
-            row: TaskRow::of(&new.task),
-            event: codec::encode(&event),
-            plan: Plan::diff(&Task::default(), &new.task),
+            context_id: task.context_id.clone(),
+            row: TaskRow::of(&task),
+            events: events.iter().map(|e| codec::encode(&e.event)).collect(),
+            plan: Plan::diff(&Task::default(), &task),
         };
         if !self.writer.create(job).await? {
-            return Err(StoreError::Duplicate(new.task.id));
+            return Err(StoreError::Duplicate(task.id));
         }
-        self.cache_put(&new.task.id, 1, &new.task);
-        Ok(StoredEvent {
-            task_id: new.task.id,
-            seq: 1,
-            event,
-        })
+        self.cache_put(&task.id, events.len() as u64, &task);
+        Ok((events, task))
     }
 
-    async fn append(
+    async fn append_all(
         &self,
         task_id: &str,
         expected_seq: u64,
-        change: TaskChange,
-    ) -> StoreResult<(StoredEvent, Task)> {
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        if changes.is_empty() {
+            return Err(StoreError::Internal("an append without changes".into()));
+        }
         let old = match self.cache_take(task_id, expected_seq) {
             Some(task) => task,
             None => match read::load(&self.pool, task_id, None, None).await? {
@@ -274,31 +276,20 @@ impl TaskStore for PgTaskStore {
                 Some(rec) => rec.task,
             },
         };
-        if is_terminal(state_of(&old)) {
-            return Err(StoreError::Terminal(task_id.to_owned()));
-        }
         let mut new = old.clone();
-        if let Some(message) = change.user_message {
-            add_user_message(&mut new, message);
-        }
-        apply_event(&mut new, &change.event);
+        let events = apply_changes(&mut new, expected_seq + 1, changes)?;
         let job = AppendJob {
             task_id: task_id.to_owned(),
             expected: to_i64(expected_seq),
             row: TaskRow::of(&new),
-            event: codec::encode(&change.event),
+            events: events.iter().map(|e| codec::encode(&e.event)).collect(),
             plan: Plan::diff(&old, &new),
         };
         let Some(seq) = self.writer.append(job).await? else {
             return Err(self.refused(task_id, expected_seq).await);
         };
         self.cache_put(task_id, seq, &new);
-        let event = StoredEvent {
-            task_id: task_id.to_owned(),
-            seq,
-            event: change.event,
-        };
-        Ok((event, new))
+        Ok((events, new))
     }
 
     async fn get(

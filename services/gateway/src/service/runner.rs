@@ -32,6 +32,8 @@ use crate::upstream::queue::Priority;
 
 /// Events an agent may have in flight before it waits for the runner.
 const AGENT_EVENT_BUFFER: usize = 32;
+/// Most events stored in one write (see [`Runner::stage`]).
+const MAX_BURST: usize = AGENT_EVENT_BUFFER;
 
 /// What the caller learns once the turn has started.
 pub(crate) enum First {
@@ -366,6 +368,8 @@ impl A2aService {
             turn: &turn,
             first_tx: Some(first_tx),
             current: None,
+            pending: Vec::new(),
+            pending_state: None,
             upstream: None,
         };
         match (turn.continues, turn.resume, turn.request.task.clone()) {
@@ -375,8 +379,8 @@ impl A2aService {
                     user_message: Some(turn.request.message.clone()),
                     event: runner.status_event(TaskState::Working, None),
                 };
-                match runner.commit(seq, change).await {
-                    Ok(()) => runner.announce(),
+                match runner.commit(seq, vec![change]).await {
+                    Ok(()) => runner.announce_current(),
                     Err(e) => return runner.fail(e).await,
                 }
             }
@@ -415,14 +419,26 @@ impl A2aService {
                     break;
                 }
                 event = rx.recv() => match event {
-                    Some(event) => match runner.on_event(event).await {
-                        Ok(false) => {}
-                        Ok(true) => break,
-                        Err(e) => {
-                            runner.fail(e).await;
-                            break;
+                    Some(event) => {
+                        let mut outcome = runner.on_event(event).await;
+                        // The events the agent has produced meanwhile go into the same write.
+                        while matches!(outcome, Ok(false)) && runner.pending.len() < MAX_BURST {
+                            let Ok(event) = rx.try_recv() else { break };
+                            outcome = runner.on_event(event).await;
                         }
-                    },
+                        let outcome = match outcome {
+                            Ok(done) => runner.flush().await.map(|()| done),
+                            Err(e) => Err(e),
+                        };
+                        match outcome {
+                            Ok(false) => {}
+                            Ok(true) => break,
+                            Err(e) => {
+                                runner.fail(e).await;
+                                break;
+                            }
+                        }
+                    }
                     // Every event handle is gone: the agent has returned.
                     None => {
                         let result = match agent_result.take() {
@@ -470,6 +486,9 @@ struct Runner<'a> {
     first_tx: Option<oneshot::Sender<Result<First, A2aError>>>,
     /// The snapshot and sequence number once the task exists.
     current: Option<(Task, u64)>,
+    /// Events staged for the next write, and the task state after them.
+    pending: Vec<StreamResponse>,
+    pending_state: Option<TaskState>,
     /// Upstream ids reported before the task existed.
     upstream: Option<UpstreamRef>,
 }
@@ -494,17 +513,50 @@ impl Runner<'_> {
         }
     }
 
+    /// Whether the task exists or is about to (events are staged for it).
+    fn exists(&self) -> bool {
+        self.current.is_some() || !self.pending.is_empty()
+    }
+
+    /// The task's state after the staged events.
+    fn state(&self) -> TaskState {
+        self.pending_state.unwrap_or_else(|| {
+            self.current
+                .as_ref()
+                .map_or(TaskState::Submitted, |(t, _)| state_of(t))
+        })
+    }
+
     /// Tells the waiting caller that the task exists (once).
-    fn announce(&mut self) {
-        if let (Some(tx), Some((task, seq))) = (self.first_tx.take(), self.current.as_ref()) {
+    fn announce(&mut self, task: &Task, seq: u64) {
+        if let Some(tx) = self.first_tx.take() {
             let _ = tx.send(Ok(First::Task {
                 task: task.clone(),
-                seq: *seq,
+                seq,
             }));
         }
     }
 
-    /// Creates the task (sequence 1) and registers an inline push config.
+    fn announce_current(&mut self) {
+        if let Some((task, seq)) = self.current.clone() {
+            self.announce(&task, seq);
+        }
+    }
+
+    /// Staged events as store changes.
+    fn take_pending(&mut self) -> Vec<TaskChange> {
+        self.pending_state = None;
+        std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|event| TaskChange {
+                user_message: None,
+                event,
+            })
+            .collect()
+    }
+
+    /// Creates the task (sequence 1) with the staged events after it, and registers an inline
+    /// push config.
     async fn create(&mut self) -> Result<(), A2aError> {
         let req = &self.turn.request;
         let task = Task {
@@ -519,13 +571,20 @@ impl Runner<'_> {
             history: vec![req.message.clone()],
             metadata: None,
         };
+        // An inline push config starts its webhook at the task's current event, so it is stored
+        // before the staged events: the webhook gets the task as created and every event after.
+        let changes = match self.turn.push_config {
+            Some(_) => Vec::new(),
+            None => self.take_pending(),
+        };
         let store = &self.svc.inner.store;
-        let first = store
-            .create(NewTask {
-                owner: self.turn.owner.clone(),
-                agent: self.turn.agent.name().to_owned(),
-                task: task.clone(),
-            })
+        let new = NewTask {
+            owner: self.turn.owner.clone(),
+            agent: self.turn.agent.name().to_owned(),
+            task: task.clone(),
+        };
+        let (events, snapshot) = store
+            .create_with(new, changes)
             .await
             .map_err(|e| store_error(&req.task_id, e))?;
         if let Some(cfg) = &self.turn.push_config {
@@ -544,11 +603,19 @@ impl Runner<'_> {
                 .await
                 .map_err(|e| store_error(&req.task_id, e))?;
         }
-        self.svc.publish(&req.task_id, first.seq, first.event).await;
-        self.current = Some((task, first.seq));
-        self.announce();
+        let last = events.len() as u64;
+        for e in events {
+            self.svc.publish(&req.task_id, e.seq, e.event).await;
+        }
+        self.current = Some((snapshot, last));
+        // The caller starts from the task as created; the later events reach it as events.
+        self.announce(&task, 1);
         if let Some(ids) = self.upstream.take() {
             self.record_upstream(ids).await?;
+        }
+        if !self.pending.is_empty() {
+            let changes = self.take_pending();
+            self.commit(last, changes).await?;
         }
         Ok(())
     }
@@ -586,40 +653,61 @@ impl Runner<'_> {
         }
     }
 
-    /// Stores one change, then publishes it.
-    async fn commit(&mut self, expected_seq: u64, change: TaskChange) -> Result<(), A2aError> {
-        let event = change.event.clone();
-        let (stored, snapshot) = self
+    /// Stores changes as one write, then publishes their events.
+    async fn commit(
+        &mut self,
+        expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> Result<(), A2aError> {
+        let (events, snapshot) = self
             .svc
             .inner
             .store
-            .append(self.task_id(), expected_seq, change)
+            .append_all(self.task_id(), expected_seq, changes)
             .await
             .map_err(|e| store_error(self.task_id(), e))?;
-        self.svc.publish(self.task_id(), stored.seq, event).await;
-        self.current = Some((snapshot, stored.seq));
+        let last = events.last().map_or(expected_seq, |e| e.seq);
+        for e in events {
+            self.svc.publish(self.task_id(), e.seq, e.event).await;
+        }
+        self.current = Some((snapshot, last));
         Ok(())
     }
 
-    /// Commits `event` on the existing task (creating it first if needed).
-    async fn apply(&mut self, event: StreamResponse) -> Result<(), A2aError> {
-        if self.current.is_none() {
-            self.create().await?;
+    /// Stages `event` for the next write. Events an agent produces in a burst (an echo's whole
+    /// answer, chunks sent faster than the store commits) are stored together: one write, one
+    /// commit and one sequence-guard check instead of one each.
+    fn stage(&mut self, event: StreamResponse) {
+        if let Some(Payload::StatusUpdate(u)) = &event.payload
+            && let Some(status) = &u.status
+        {
+            self.pending_state = Some(status.state());
         }
-        let seq = self.current.as_ref().map_or(0, |(_, s)| *s);
-        self.commit(
-            seq,
-            TaskChange {
-                user_message: None,
-                event,
-            },
-        )
-        .await
+        self.pending.push(event);
+    }
+
+    /// Writes the staged events (creating the task first if needed).
+    async fn flush(&mut self) -> Result<(), A2aError> {
+        match &self.current {
+            _ if self.pending.is_empty() => Ok(()),
+            None => self.create().await,
+            Some((_, seq)) => {
+                let seq = *seq;
+                let changes = self.take_pending();
+                self.commit(seq, changes).await
+            }
+        }
+    }
+
+    /// Stores `event` on the task now (creating it first if needed).
+    async fn apply(&mut self, event: StreamResponse) -> Result<(), A2aError> {
+        self.stage(event);
+        self.flush().await
     }
 
     /// Ends the turn in `state` (used for cancel and agent failures).
     async fn settle(&mut self, state: TaskState, text: Option<String>) -> Result<(), A2aError> {
-        if self.current.is_none() {
+        if !self.exists() {
             return Ok(());
         }
         let message = text.map(|t| Message {
@@ -639,15 +727,18 @@ impl Runner<'_> {
         let req = &self.turn.request;
         let stream_event = match event {
             AgentEvent::Upstream(ids) => {
-                if self.current.is_none() {
-                    self.upstream = Some(ids);
-                    self.create().await?;
-                } else {
+                // Creating the task records them; an existing task records them now.
+                self.upstream = Some(ids);
+                match self.current {
+                    None => self.create().await?,
+                    Some(_) => self.flush().await?,
+                }
+                if let Some(ids) = self.upstream.take() {
                     self.record_upstream(ids).await?;
                 }
                 return Ok(false);
             }
-            AgentEvent::Message(mut m) if self.current.is_none() => {
+            AgentEvent::Message(mut m) if !self.exists() => {
                 m.context_id = req.context_id.clone();
                 m.task_id.clear();
                 m.role = Role::Agent as i32;
@@ -664,10 +755,7 @@ impl Runner<'_> {
                 }
             }
             AgentEvent::Status { state, message } => {
-                let from = self
-                    .current
-                    .as_ref()
-                    .map_or(TaskState::Submitted, |(t, _)| state_of(t));
+                let from = self.state();
                 if !can_transition(from, state) {
                     return Err(A2aError::InvalidAgentResponse(format!(
                         "agent {} moved task {} from {} to {}",
@@ -702,17 +790,14 @@ impl Runner<'_> {
                 }
             }
         };
-        self.apply(stream_event).await?;
-        Ok(self
-            .current
-            .as_ref()
-            .is_some_and(|(t, _)| is_settled(state_of(t))))
+        self.stage(stream_event);
+        Ok(is_settled(self.state()))
     }
 
     /// The agent returned without settling the task.
     async fn on_agent_end(&mut self, outcome: Result<(), A2aError>) {
         let error = match outcome {
-            Ok(()) if self.current.is_none() => A2aError::InvalidAgentResponse(format!(
+            Ok(()) if !self.exists() => A2aError::InvalidAgentResponse(format!(
                 "agent {} ended its turn without a reply",
                 self.turn.agent.name()
             )),
@@ -727,8 +812,8 @@ impl Runner<'_> {
 
     /// Reports `error` to the caller if the task does not exist yet, else ends the task FAILED.
     async fn fail(&mut self, error: A2aError) {
-        if let Some(tx) = self.first_tx.take()
-            && self.current.is_none()
+        if !self.exists()
+            && let Some(tx) = self.first_tx.take()
         {
             let _ = tx.send(Err(error));
             return;

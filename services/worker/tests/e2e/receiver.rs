@@ -110,8 +110,9 @@ impl Receiver {
             }
             assert!(
                 Instant::now() < deadline,
-                "the receiver did not get what it expected in {patience:?}; it has {} requests",
-                self.requests().len()
+                "the receiver did not get what it expected in {patience:?}; it has {} requests: {:?}",
+                self.requests().len(),
+                self.requests().iter().map(|r| r.json.to_string()).collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
