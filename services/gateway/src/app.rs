@@ -163,8 +163,44 @@ async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
     }
 }
 
+/// What `main` runs: [`serve`] until `shutdown` fires, then a drain bounded by `drain` from
+/// that moment: the requests in flight finish and the connections close, and the turns still
+/// running in this process end (they run on after their requests are answered). Returns how
+/// many turns still run at the bound; their tasks are left, as they are in the store, to the
+/// replica that takes them over.
+pub async fn serve_and_drain(
+    listener: TcpListener,
+    svc: A2aService,
+    shutdown: CancellationToken,
+    drain: std::time::Duration,
+) -> std::io::Result<usize> {
+    let serving = serve(listener, svc.clone(), shutdown.clone());
+    tokio::pin!(serving);
+    // Only an error ends serving before the shutdown.
+    let served = tokio::select! {
+        result = &mut serving => Some(result),
+        () = shutdown.cancelled() => None,
+    };
+    let deadline = tokio::time::Instant::now() + drain;
+    match served {
+        Some(result) => result?,
+        None => match tokio::time::timeout_at(deadline, serving).await {
+            Ok(result) => result?,
+            Err(_) => tracing::warn!("connections still open at the drain bound are dropped"),
+        },
+    }
+    let left = svc.drain(deadline).await;
+    if left > 0 {
+        tracing::warn!(
+            turns = left,
+            "turns still running at the drain bound are left to the replica that takes them over"
+        );
+    }
+    Ok(left)
+}
+
 /// Serves HTTP/1.1 and h2c on `listener` until `shutdown` fires; open streams end, in-flight
-/// requests finish, then this returns.
+/// requests finish, then this returns. Turns may still be running (see [`serve_and_drain`]).
 pub async fn serve(
     listener: TcpListener,
     svc: A2aService,

@@ -176,6 +176,10 @@ pub struct Limits {
     pub max_parts: usize,
     /// Seconds between SSE keep-alive comments.
     pub keep_alive_secs: u64,
+    /// After SIGTERM, how long the gateway waits for the requests in flight and the turns
+    /// running in it before it exits; a turn still running then is left to the replica that
+    /// takes it over.
+    pub drain_timeout_secs: u64,
 }
 
 impl Default for Limits {
@@ -186,6 +190,8 @@ impl Default for Limits {
             blocking_timeout_secs: 300,
             max_parts: 256,
             keep_alive_secs: 15,
+            // Under the usual 30 s an orchestrator allows between SIGTERM and SIGKILL.
+            drain_timeout_secs: 25,
         }
     }
 }

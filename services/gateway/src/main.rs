@@ -63,7 +63,19 @@ fn main() -> ExitCode {
             }
         };
     }
-    runtime.block_on(run(config))
+    match runtime.block_on(run(config)) {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => {
+            // Turns still run (the drain bound passed). Dropping the runtime would drop its
+            // tasks in any order: a turn outliving the store's writer tasks would record a
+            // failure that is only this shutdown. Left running, they end with the process,
+            // like a crash, and their tasks stay as the store has them for the replica that
+            // takes them over.
+            std::mem::forget(runtime);
+            ExitCode::SUCCESS
+        }
+        Err(code) => code,
+    }
 }
 
 async fn migrate(config: &Config) -> ExitCode {
@@ -83,11 +95,13 @@ async fn migrate(config: &Config) -> ExitCode {
     }
 }
 
-async fn run(config: Config) -> ExitCode {
+/// Serves until a signal, then drains; `Ok` with the number of turns still running at the
+/// drain bound, `Err` with the exit code of a failure.
+async fn run(config: Config) -> Result<usize, ExitCode> {
     if config.database_url.is_some() && config.database.migrate {
         if let Err(e) = app::migrate(&config).await {
             eprintln!("a2a-gateway: {e}");
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
         tracing::info!("database migrations applied");
     }
@@ -96,7 +110,7 @@ async fn run(config: Config) -> ExitCode {
         Ok(svc) => svc,
         Err(e) => {
             eprintln!("a2a-gateway: {e}");
-            return ExitCode::from(EX_CONFIG);
+            return Err(ExitCode::from(EX_CONFIG));
         }
     };
     app::start(&config, &svc).await;
@@ -104,7 +118,7 @@ async fn run(config: Config) -> ExitCode {
         Ok(l) => l,
         Err(e) => {
             eprintln!("a2a-gateway: cannot listen on {}: {e}", config.listen);
-            return ExitCode::FAILURE;
+            return Err(ExitCode::FAILURE);
         }
     };
     let addr = listener.local_addr().map_or(config.listen, |a| a);
@@ -115,16 +129,17 @@ async fn run(config: Config) -> ExitCode {
     );
     tokio::spawn(a2a_process::shutdown_on_signal(
         shutdown.clone(),
-        "closing streams, finishing requests",
+        "closing streams, finishing requests and running turns",
     ));
-    match app::serve(listener, svc, shutdown).await {
-        Ok(()) => {
+    let drain = std::time::Duration::from_secs(config.file.limits.drain_timeout_secs);
+    match app::serve_and_drain(listener, svc, shutdown, drain).await {
+        Ok(left) => {
             tracing::info!("a2a-gateway stopped");
-            ExitCode::SUCCESS
+            Ok(left)
         }
         Err(e) => {
             tracing::error!(error = %e, "server error");
-            ExitCode::FAILURE
+            Err(ExitCode::FAILURE)
         }
     }
 }

@@ -34,11 +34,12 @@ pub type ResponseStream = BoxStream<'static, Result<StreamResponse, Status>>;
 
 /// The gRPC routes, to be merged into the HTTP router. Built with `route_service` per service
 /// rather than `tonic::service::Routes`, whose catch-all fallback would answer every unknown
-/// HTTP path with a gRPC UNIMPLEMENTED instead of a 404.
+/// HTTP path with a gRPC UNIMPLEMENTED instead of a 404. Must be called inside a tokio runtime.
 pub fn router(svc: A2aService) -> Router {
     // One size limit for every binding: tonic refuses a larger message (OUT_OF_RANGE) before
     // decoding it.
     let limit = svc.max_body_bytes();
+    let shutdown = svc.shutdown_token().clone();
     let a2a = A2aServiceServer::new(GrpcBinding { svc }).max_decoding_message_size(limit);
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
@@ -47,6 +48,7 @@ pub fn router(svc: A2aService) -> Router {
         health_reporter.set_service_status(SERVICE_NAME, ServingStatus::Serving),
     )
     .expect("a fresh health reporter is not locked");
+    tokio::spawn(not_serving_at_shutdown(health_reporter, shutdown));
 
     // Both reflection versions: current tools (grpcurl, grpcui) speak v1, older ones v1alpha.
     let valid = "the embedded descriptor sets are valid";
@@ -58,6 +60,27 @@ pub fn router(svc: A2aService) -> Router {
         .route_service(&path_of(&health), health)
         .route_service(&path_of(&reflection_v1), reflection_v1)
         .route_service(&path_of(&reflection_v1alpha), reflection_v1alpha)
+}
+
+/// Once shutdown begins the server and the A2A service report NOT_SERVING, so that probes and
+/// health watchers stop sending work here. Then their statuses are removed: that ends every
+/// open Watch stream right after the NOT_SERVING it delivers, where it would otherwise hold the
+/// graceful shutdown until the drain bound. (The process takes no new call by then, so a Check
+/// can hardly see the removal; it would answer NOT_FOUND.)
+async fn not_serving_at_shutdown(
+    mut reporter: tonic_health::server::HealthReporter,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    shutdown.cancelled().await;
+    // "" is the whole server.
+    for service in ["", SERVICE_NAME] {
+        reporter
+            .set_service_status(service, ServingStatus::NotServing)
+            .await;
+    }
+    for service in ["", SERVICE_NAME] {
+        reporter.clear_service_status(service).await;
+    }
 }
 
 /// Reflection over the A2A proto (with its google/protobuf imports, so clients can resolve

@@ -178,34 +178,44 @@ impl A2aService {
     }
 
     /// Renews this replica's lease and takes over orphaned tasks, every third of `lease`,
-    /// until shutdown. The first renewal happens before this returns, so a replica never
+    /// until shutdown; after it, only renews the lease, until the turns still running here have
+    /// ended (no other replica may take them over while they finish, and a stopping replica
+    /// starts no new turn). The first renewal happens before this returns, so a replica never
     /// writes tasks while the others could think it dead.
     pub async fn start_dispatch_lease(&self, replica: String, lease: Duration) {
-        if let Err(e) = self.take_over_once(&replica, lease).await {
+        if let Err(e) = self.take_over_once(&replica, lease, TAKEOVER_BATCH).await {
             tracing::warn!(error = %e, "cannot renew the dispatch lease yet");
         }
         let svc = self.clone();
-        let shutdown = self.inner.shutdown.clone();
+        let drained = super::drained(std::sync::Arc::downgrade(&self.inner));
         tokio::spawn(async move {
+            tokio::pin!(drained);
             let every = (lease / 3).max(Duration::from_millis(100));
             loop {
                 tokio::select! {
-                    _ = shutdown.cancelled() => return,
+                    () = &mut drained => return,
                     _ = tokio::time::sleep(every) => {}
                 }
-                if let Err(e) = svc.take_over_once(&replica, lease).await {
+                // A round that claims no orphan only renews the lease.
+                let batch = if svc.inner.shutdown.is_cancelled() {
+                    0
+                } else {
+                    TAKEOVER_BATCH
+                };
+                if let Err(e) = svc.take_over_once(&replica, lease, batch).await {
                     tracing::warn!(error = %e, "dispatch lease round failed");
                 }
             }
         });
     }
 
-    async fn take_over_once(&self, replica: &str, lease: Duration) -> Result<(), StoreError> {
-        let orphans = self
-            .inner
-            .store
-            .take_over(replica, lease, TAKEOVER_BATCH)
-            .await?;
+    async fn take_over_once(
+        &self,
+        replica: &str,
+        lease: Duration,
+        batch: usize,
+    ) -> Result<(), StoreError> {
+        let orphans = self.inner.store.take_over(replica, lease, batch).await?;
         for orphan in orphans {
             let Some(rec) = self
                 .inner

@@ -15,7 +15,7 @@ mod tasks;
 mod validate;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use a2a_bus::EventBus;
@@ -179,16 +179,18 @@ impl A2aService {
     }
 
     /// Acts on control messages from other replicas (CancelTask received elsewhere for a turn
-    /// running here) until shutdown. Must be called inside a tokio runtime.
+    /// running here) until the turns running here at shutdown have ended: a turn finishing
+    /// during the drain can still be canceled. Must be called inside a tokio runtime.
     fn listen_for_control(&self) {
         let mut control = self.inner.bus.control();
         // Weak: the listener must not keep the service alive.
         let inner = Arc::downgrade(&self.inner);
-        let shutdown = self.inner.shutdown.clone();
+        let drained = drained(inner.clone());
         tokio::spawn(async move {
+            tokio::pin!(drained);
             loop {
                 let msg = tokio::select! {
-                    _ = shutdown.cancelled() => return,
+                    () = &mut drained => return,
                     msg = futures::StreamExt::next(&mut control) => msg,
                 };
                 let (Some(a2a_bus::Control::Cancel { task_id }), Some(inner)) =
@@ -216,6 +218,13 @@ impl A2aService {
 
     pub fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
+    }
+
+    /// Once shutdown has begun: waits until no turn runs in this process any more, or until
+    /// `deadline`. Returns how many turns still run.
+    pub async fn drain(&self, deadline: tokio::time::Instant) -> usize {
+        let _ = tokio::time::timeout_at(deadline, drained(Arc::downgrade(&self.inner))).await;
+        self.inner.running_turns()
     }
 
     pub fn keep_alive(&self) -> Duration {
@@ -275,6 +284,28 @@ impl A2aService {
                 "streaming is not supported by this agent (capabilities.streaming is false)".into(),
             ))
         }
+    }
+}
+
+impl Inner {
+    fn running_turns(&self) -> usize {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// How often a stopping gateway looks whether its turns have ended.
+const DRAIN_POLL: Duration = Duration::from_millis(50);
+
+/// Resolves once shutdown has begun and no turn runs in this process any more (or the service
+/// is gone). It polls the set of running turns rather than being told by each turn, so that the
+/// turn's own path stays as it is; a stop may take one poll longer.
+async fn drained(inner: Weak<Inner>) {
+    let Some(shutdown) = inner.upgrade().map(|i| i.shutdown.clone()) else {
+        return;
+    };
+    shutdown.cancelled().await;
+    while inner.upgrade().is_some_and(|i| i.running_turns() > 0) {
+        tokio::time::sleep(DRAIN_POLL).await;
     }
 }
 

@@ -1,5 +1,5 @@
-//! The real `a2a-gateway` binary: starts embedded with no configuration, logs where it listens,
-//! serves, and shuts down gracefully on SIGTERM with a stream open.
+//! The real `a2a-gateway` binary: starts embedded (no database, no Redis), logs where it
+//! listens, serves, and shuts down gracefully on SIGTERM with a stream open and its turn running.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -50,7 +50,15 @@ fn listening_addr(line: &str) -> String {
 
 #[tokio::test]
 async fn serves_embedded_and_stops_gracefully_on_sigterm() {
-    let (mut proc_, line) = spawn(&[("A2A_LISTEN", "127.0.0.1:0")]);
+    // The turn below hangs until canceled, so it holds the drain after SIGTERM to its bound.
+    let dir = std::env::temp_dir().join(format!("a2a-binary-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, "[limits]\ndrain_timeout_secs = 1\n").unwrap();
+    let (mut proc_, line) = spawn(&[
+        ("A2A_LISTEN", "127.0.0.1:0"),
+        ("A2A_CONFIG", config.to_str().unwrap()),
+    ]);
     assert!(
         line.contains("embedded"),
         "the log line names the mode: {line}"
@@ -116,6 +124,7 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     .unwrap()
     .expect("the process exits within 10 s of SIGTERM");
     assert!(exit.success(), "exit status {exit:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -145,6 +145,31 @@ async fn health_reports_serving() {
 }
 
 #[tokio::test]
+async fn health_watchers_see_not_serving_at_shutdown() {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let gw = TestGateway::start().await;
+    let mut health = HealthClient::new(channel(&gw).await);
+    let mut watches = Vec::new();
+    for service in ["", "lf.a2a.v1.A2AService"] {
+        let request = HealthCheckRequest {
+            service: service.into(),
+        };
+        let mut watch = health.watch(request).await.unwrap().into_inner();
+        let first = watch.message().await.unwrap().unwrap();
+        assert_eq!(first.status(), ServingStatus::Serving, "{service:?}");
+        watches.push((service, watch));
+    }
+    // The open Watch streams do not hold the shutdown (`stop` allows 10 s).
+    gw.stop().await;
+    for (service, mut watch) in watches {
+        let last = watch.message().await.unwrap().unwrap();
+        assert_eq!(last.status(), ServingStatus::NotServing, "{service:?}");
+        assert!(watch.message().await.unwrap().is_none(), "{service:?} ends");
+    }
+}
+
+#[tokio::test]
 async fn reflection_lists_the_service_and_resolves_its_imports() {
     use prost::Message as _;
     use tonic_reflection::pb::v1::ServerReflectionRequest;

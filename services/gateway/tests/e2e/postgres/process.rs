@@ -1,6 +1,6 @@
 //! The real `a2a-gateway` binary on a database: `migrate`, `serve`, SIGTERM and SIGKILL.
 
-use std::process::{Child, Command};
+use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -89,22 +89,33 @@ impl GatewayProcess {
 
     /// SIGTERM, then wait for the graceful exit.
     pub fn stop(mut self) {
+        self.terminate();
+        let status = self
+            .wait_exit(Duration::from_secs(15))
+            .expect("the gateway did not stop on SIGTERM");
+        assert!(status.success(), "graceful exit: {status}");
+    }
+
+    /// SIGTERM, without waiting for the exit.
+    pub fn terminate(&self) {
         let status = Command::new("kill")
             .arg("-TERM")
             .arg(self.pid().to_string())
             .status()
             .unwrap();
         assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(15);
+    }
+
+    /// The exit status, once the process has exited; `None` if it still runs after `limit`.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
-                assert!(status.success(), "graceful exit: {status}");
-                return;
+                return Some(status);
             }
-            assert!(
-                Instant::now() < deadline,
-                "the gateway did not stop on SIGTERM"
-            );
+            if Instant::now() >= deadline {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
