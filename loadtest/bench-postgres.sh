@@ -2,8 +2,8 @@
 # Benchmark of the gateway on PostgreSQL (issue 4). In one run, on one fresh database:
 #   1. pgbench, 64 clients: a one-row INSERT per transaction - the raw PostgreSQL limit here
 #      (synchronous_commit as the server has it, loopback TCP like the gateway)
-#   2. wrk, 64 connections: JSON-RPC SendMessage to echo, every task persisted (created, artifact,
-#      completed: three durable writes per task)
+#   2. wrk, 64 connections: JSON-RPC SendMessage to echo, every task persisted (its message claim,
+#      then created, artifact and completed stored together: one durable write per task)
 # and prints tasks/s, p50, p99 and the ratio of (2) to (1). Afterwards it checks that the database
 # holds as many tasks as wrk counted successful requests.
 # Usage: loadtest/bench-postgres.sh [duration, default 15s]

@@ -1,6 +1,7 @@
 //! The PostgreSQL task ledger (schema in `migrations/`, embedded here).
 //!
-//! *Invariant*: a task's snapshot, history, artifacts and event log change together, in one
+//! *Invariant*: a task's snapshot, history, artifacts and event log change together (one event
+//! or several), in one
 //! statement (one implicit transaction) guarded by the sequence number: `UPDATE tasks ... WHERE
 //! seq = expected` plus the inserts that join on its `RETURNING` rows, so a stale writer changes
 //! nothing, and a crash leaves either all or none of an event.
@@ -10,8 +11,9 @@
 //!
 //! Round trips, per operation (statements; sqlx adds a `Sync` health check when a read takes a
 //! pooled connection and when it gives it back, writes use held connections and skip them):
-//! - `create`, `append`: 1 statement, shared with every other create and append queued at that
-//!   moment (`write`: group commit); `append` adds 1 read when this process has not got the
+//! - `create_with`, `append_all` (and `create`, `append`, their one-event forms): 1 statement
+//!   for the task and all its new events, shared with every other create and append queued at
+//!   that moment (`write`: group commit); `append_all` adds 1 read when this process has not got the
 //!   snapshot at `expected_seq` in its cache (another process wrote last, or after a restart),
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:

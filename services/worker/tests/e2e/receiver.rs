@@ -112,7 +112,10 @@ impl Receiver {
                 Instant::now() < deadline,
                 "the receiver did not get what it expected in {patience:?}; it has {} requests: {:?}",
                 self.requests().len(),
-                self.requests().iter().map(|r| r.json.to_string()).collect::<Vec<_>>()
+                self.requests()
+                    .iter()
+                    .map(|r| r.json.to_string())
+                    .collect::<Vec<_>>()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
