@@ -573,9 +573,10 @@ impl Runner<'_> {
         };
         // An inline push config starts its webhook at the task's current event, so it is stored
         // before the staged events: the webhook gets the task as created and every event after.
-        let changes = match self.turn.push_config {
-            Some(_) => Vec::new(),
-            None => self.take_pending(),
+        let mut changes = self.take_pending();
+        let after_config = match self.turn.push_config {
+            Some(_) => std::mem::take(&mut changes),
+            None => Vec::new(),
         };
         let store = &self.svc.inner.store;
         let new = NewTask {
@@ -613,9 +614,8 @@ impl Runner<'_> {
         if let Some(ids) = self.upstream.take() {
             self.record_upstream(ids).await?;
         }
-        if !self.pending.is_empty() {
-            let changes = self.take_pending();
-            self.commit(last, changes).await?;
+        if !after_config.is_empty() {
+            self.commit(last, after_config).await?;
         }
         Ok(())
     }

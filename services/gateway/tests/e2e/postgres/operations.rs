@@ -176,3 +176,34 @@ async fn push_config_crud() {
     let ready = gw.client.get(gw.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
 }
+
+/// The events an agent produces together are stored in one write: echo's whole answer (the task
+/// as created, its artifact, COMPLETED) is one transaction, a single insert of the finished task
+/// (`now()` is the transaction's start, so one timestamp means one transaction), and its task
+/// row was never updated afterwards.
+#[tokio::test]
+async fn an_agents_burst_of_events_is_one_write() {
+    let (gw, db) = pg_gateway().await;
+    let task = gw.send_text("hello").await;
+    let id = task["id"].as_str().unwrap();
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let (events, times): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(DISTINCT created_at) FROM task_events WHERE task_id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!((events, times), (3, 1), "three events, one transaction");
+    let (seq, created, updated): (i64, f64, f64) = sqlx::query_as(
+        "SELECT seq, extract(epoch FROM created_at)::float8, extract(epoch FROM updated_at)::float8 \
+           FROM tasks WHERE id = $1",
+    )
+    .bind(id)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(seq, 3);
+    assert_eq!(created, updated, "inserted finished, never updated");
+    pool.close().await;
+}
