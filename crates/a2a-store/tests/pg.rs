@@ -437,3 +437,98 @@ async fn orphaned_tasks_are_taken_over_once() {
     assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
     assert!(c.take_over("c", lease, 10).await.unwrap().is_empty());
 }
+
+/// Appends delivery-log rows for `task_id` aged `ages` (seconds before now), in that order:
+/// ids follow the order of the array, as they follow insertion time in the worker's log.
+async fn log_rows_aged(store: &a2a_store::pg::PgDeliveryStore, task_id: &str, ages: &[f64]) {
+    sqlx::query(
+        "INSERT INTO push_delivery_log \
+             (task_id, seq, config_id, attempt, outcome, latency_us, worker, at) \
+         SELECT $1, n, 'c', 1, 'delivered', 1, 'w', now() - make_interval(secs => age) \
+           FROM unnest($2::float8[]) WITH ORDINALITY AS x(age, n) ORDER BY n",
+    )
+    .bind(task_id)
+    .bind(ages)
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
+async fn delivery_store(db: &TestDatabase) -> a2a_store::pg::PgDeliveryStore {
+    let store = a2a_store::pg::PgDeliveryStore::connect_lazy(
+        db.url(),
+        2,
+        std::time::Duration::from_secs(3),
+    )
+    .unwrap();
+    store.migrate().await.unwrap();
+    store
+}
+
+const DAY: f64 = 24.0 * 3600.0;
+
+/// Pruning deletes exactly the log rows older than the retention, a window at a time (25 old
+/// rows with windows of 4: the last window holds old and young rows), and nothing with a zero
+/// retention; dead letters are kept whatever their age.
+#[tokio::test]
+async fn the_delivery_log_is_pruned_by_age() {
+    use a2a_store::pg::NewDeadLetter;
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let store = delivery_store(&db).await;
+    let week = Duration::from_secs(7 * 24 * 3600);
+    // Oldest first: hourly from 9 days to 8 days ago; then a minute inside the week, an hour
+    // ago, now.
+    let old: Vec<f64> = (0..25)
+        .map(|i| 8.0 * DAY + f64::from(24 - i) * 3600.0)
+        .collect();
+    log_rows_aged(&store, "old", &old).await;
+    log_rows_aged(&store, "young", &[7.0 * DAY - 60.0, 3600.0, 0.0]).await;
+    let letter = NewDeadLetter {
+        task_id: "old".into(),
+        seq: 1,
+        config: TaskPushNotificationConfig::default(),
+        event: StreamResponse::default(),
+        attempts: 8,
+        last_error: "HTTP 500".into(),
+    };
+    let letter_id = store.add_dead_letter(&letter).await.unwrap();
+    sqlx::query("UPDATE push_dead_letters SET created_at = now() - interval '90 days'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+
+    assert_eq!(store.prune_log(Duration::ZERO, 4).await.unwrap(), 0);
+    assert_eq!(store.logged_attempts("old").await.unwrap().len(), 25);
+
+    assert_eq!(store.prune_log(week, 4).await.unwrap(), 25);
+    assert!(store.logged_attempts("old").await.unwrap().is_empty());
+    let young: Vec<u64> = store
+        .logged_attempts("young")
+        .await
+        .unwrap()
+        .iter()
+        .map(|a| a.seq)
+        .collect();
+    assert_eq!(young, [1, 2, 3]);
+    assert_eq!(store.prune_log(week, 4).await.unwrap(), 0, "nothing left");
+    let letters = store.dead_letters(true, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].id, letter_id);
+}
+
+/// Workers pruning at once delete every old row exactly once between them, without errors.
+#[tokio::test]
+async fn concurrent_pruning_deletes_each_row_once() {
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let (a, b) = (delivery_store(&db).await, delivery_store(&db).await);
+    let old: Vec<f64> = (0..2000).map(|i| 20.0 * DAY - f64::from(i)).collect();
+    log_rows_aged(&a, "old", &old).await;
+    log_rows_aged(&a, "young", &[60.0]).await;
+    let day = Duration::from_secs(24 * 3600);
+    let (got_a, got_b) = tokio::join!(a.prune_log(day, 7), b.prune_log(day, 7));
+    assert_eq!(got_a.unwrap() + got_b.unwrap(), 2000);
+    assert!(a.logged_attempts("old").await.unwrap().is_empty());
+    assert_eq!(a.logged_attempts("young").await.unwrap().len(), 1);
+}

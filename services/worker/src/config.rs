@@ -72,6 +72,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "lifetime of a delivery JWT (`exp - iat`); default 300",
     ),
     (
+        "A2A_WORKER_LOG_RETENTION_HOURS",
+        "delivery log rows (`push_delivery_log`) older than this are deleted; dead letters are \
+         kept; 0 = keep forever; default 168 (7 days)",
+    ),
+    (
         "A2A_DATABASE_POOL_SIZE",
         "PostgreSQL connections; default 16",
     ),
@@ -97,6 +102,8 @@ pub struct WorkerConfig {
     pub claim_idle: Duration,
     pub lease: Duration,
     pub token_ttl: Duration,
+    /// Age after which delivery log rows are deleted; zero keeps them forever.
+    pub log_retention: Duration,
     pub pool_size: u32,
     pub migrate: bool,
 }
@@ -108,6 +115,11 @@ pub struct RetryPolicy {
     pub base: Duration,
     pub max: Duration,
 }
+
+/// The longest delivery log retention accepted (100 years, beyond any use): a value so large
+/// that `now() - retention` overflows in PostgreSQL would fail every pass instead of keeping the
+/// log; 0 is how to keep it forever.
+pub const MAX_LOG_RETENTION_HOURS: u64 = 876_000;
 
 /// The longest Retry-After honoured; a receiver asking for more is retried after this.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
@@ -167,6 +179,17 @@ impl WorkerConfig {
         if retry.max_attempts == 0 {
             return Err("A2A_WORKER_MAX_ATTEMPTS must be at least 1".into());
         }
+        let retention_hours = number(
+            "A2A_WORKER_LOG_RETENTION_HOURS",
+            get("A2A_WORKER_LOG_RETENTION_HOURS"),
+            168,
+        )?;
+        if retention_hours > MAX_LOG_RETENTION_HOURS {
+            return Err(format!(
+                "A2A_WORKER_LOG_RETENTION_HOURS must be at most {MAX_LOG_RETENTION_HOURS} \
+                 (0 keeps the log forever)"
+            ));
+        }
         let config = Self {
             database_url,
             redis_url: get("A2A_REDIS_URL"),
@@ -188,6 +211,7 @@ impl WorkerConfig {
                 get("A2A_WORKER_TOKEN_TTL_SECS"),
                 300,
             )?),
+            log_retention: Duration::from_secs(retention_hours * 3600),
             pool_size: number("A2A_DATABASE_POOL_SIZE", get("A2A_DATABASE_POOL_SIZE"), 16)? as u32,
             migrate: matches!(get("A2A_MIGRATE").as_deref(), Some("1" | "true" | "yes")),
         };
@@ -253,6 +277,30 @@ mod tests {
             ("A2A_WORKER_MAX_ATTEMPTS", "many"),
         ]));
         assert!(bad.unwrap_err().contains("A2A_WORKER_MAX_ATTEMPTS"));
+    }
+
+    #[test]
+    fn log_retention_is_in_hours_and_zero_keeps_forever() {
+        let with = |hours: &str| {
+            WorkerConfig::load(env(&[
+                ("A2A_DATABASE_URL", "postgres://x/y"),
+                ("A2A_WORKER_LOG_RETENTION_HOURS", hours),
+            ]))
+        };
+        let c = WorkerConfig::load(env(&[("A2A_DATABASE_URL", "postgres://x/y")])).unwrap();
+        assert_eq!(c.log_retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(
+            with("2").unwrap().log_retention,
+            Duration::from_secs(2 * 3600)
+        );
+        assert!(with("0").unwrap().log_retention.is_zero());
+        assert!(
+            with("a week")
+                .unwrap_err()
+                .contains("A2A_WORKER_LOG_RETENTION_HOURS")
+        );
+        assert!(with("876001").unwrap_err().contains("at most 876000"));
+        assert!(with("876000").is_ok());
     }
 
     #[test]

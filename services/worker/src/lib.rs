@@ -3,8 +3,8 @@
 //! Layout: [`config`] (environment), [`stream`] (the Redis consumer group), [`pipeline`]
 //! (entries → per-task ordered batches under a lease), [`deliver`] (retries, delivery log, dead
 //! letters), [`webhook`] (one signed HTTP attempt behind the SSRF guard), [`metrics`],
-//! [`dead_letters`] and [`keygen`] (the CLI). [`run`] assembles them and serves `/metrics` and
-//! `/healthz` until a shutdown token fires.
+//! [`retention`] (pruning the delivery log), [`dead_letters`] and [`keygen`] (the CLI). [`run`]
+//! assembles them and serves `/metrics` and `/healthz` until a shutdown token fires.
 //!
 //! *Invariant*: a stream entry is acknowledged only after every webhook of its task got the
 //! event or a dead letter records that it did not (at least once, never silently dropped).
@@ -15,6 +15,7 @@ pub mod deliver;
 pub mod keygen;
 pub mod metrics;
 pub mod pipeline;
+pub mod retention;
 pub mod stream;
 pub mod webhook;
 
@@ -78,7 +79,7 @@ pub async fn run(
     let consumer = connect(&config, &redis_url, &shutdown).await?;
     let (log, log_task) = LogSink::spawn(store.clone(), config.name.clone());
     let deliverer = Deliverer {
-        store,
+        store: store.clone(),
         webhooks: webhooks(&config)?,
         retry: config.retry,
         metrics: metrics.clone(),
@@ -91,6 +92,12 @@ pub async fn run(
         config.concurrency,
     );
     let server = tokio::spawn(serve_http(listener, metrics.clone(), shutdown.clone()));
+    let pruning = tokio::spawn(retention::run(
+        store,
+        config.log_retention,
+        metrics.clone(),
+        shutdown.clone(),
+    ));
     let maintenance = tokio::spawn(maintain(
         pipeline.clone(),
         consumer.clone(),
@@ -107,6 +114,7 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     maintenance.abort();
+    pruning.abort();
     drop(pipeline);
     let _ = tokio::time::timeout(Duration::from_secs(2), log_task).await;
     let _ = server.await;

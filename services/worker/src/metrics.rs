@@ -64,6 +64,8 @@ pub struct Metrics {
     pub in_flight: AtomicI64,
     /// Entries taken over from other consumers (XAUTOCLAIM).
     pub reclaimed: AtomicU64,
+    /// Delivery log rows deleted by retention (`A2A_WORKER_LOG_RETENTION_HOURS`).
+    pub log_pruned: AtomicU64,
 }
 
 impl Metrics {
@@ -115,6 +117,12 @@ impl Metrics {
             "Stream entries taken over from stalled consumers",
             &[("", self.reclaimed.load(Relaxed))],
         );
+        counter(
+            &mut out,
+            "a2a_worker_log_pruned_total",
+            "Delivery log rows this worker deleted as older than the retention",
+            &[("", self.log_pruned.load(Relaxed))],
+        );
         self.attempt_latency.render(
             &mut out,
             "a2a_worker_attempt_duration_seconds",
@@ -155,10 +163,14 @@ mod tests {
     fn renders_prometheus_text() {
         let m = Metrics::default();
         m.delivered.fetch_add(3, Relaxed);
+        m.log_pruned.fetch_add(7, Relaxed);
         m.attempt_latency.observe(Duration::from_millis(3));
         m.attempt_latency.observe(Duration::from_secs(100));
         let text = m.render();
         assert!(text.contains("a2a_worker_deliveries_total{outcome=\"delivered\"} 3"));
+        assert!(text.contains(
+            "# TYPE a2a_worker_log_pruned_total counter\na2a_worker_log_pruned_total 7\n"
+        ));
         assert!(text.contains("a2a_worker_attempt_duration_seconds_bucket{le=\"0.005\"} 1"));
         assert!(text.contains("a2a_worker_attempt_duration_seconds_bucket{le=\"+Inf\"} 2"));
         assert!(text.contains("a2a_worker_attempt_duration_seconds_count 2"));

@@ -6,7 +6,8 @@
 //!
 //! Round trips per batch of one task's events: [`PgDeliveryStore::claim`] (lease, progress and
 //! configs in one statement) and [`PgDeliveryStore::advance`]; the delivery log is written in
-//! batches of many attempts ([`PgDeliveryStore::log`]).
+//! batches of many attempts ([`PgDeliveryStore::log`]) and pruned by age
+//! ([`PgDeliveryStore::prune_log`]); dead letters are never pruned (operators replay them).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -92,6 +93,10 @@ pub struct DeadLetter {
     pub replayed_ms: Option<i64>,
     pub replay_outcome: Option<String>,
 }
+
+/// The advisory lock key that serialises [`PgDeliveryStore::prune_log`]'s statements across
+/// workers (`a2aprune` in ASCII).
+const PRUNE_LOCK: i64 = 0x6132_6170_7275_6e65;
 
 fn row_error(e: sqlx::Error) -> StoreError {
     StoreError::Internal(format!("push delivery: unexpected row shape: {e}"))
@@ -298,6 +303,77 @@ impl PgDeliveryStore {
             .await
             .map_err(db_error)?;
         Ok(())
+    }
+
+    /// Deletes the delivery log's rows older than `retention`, oldest first, at most `batch`
+    /// per statement, until it meets a younger row or the end of the log; returns how many it
+    /// deleted. A zero `retention` keeps everything (`A2A_WORKER_LOG_RETENTION_HOURS=0`).
+    ///
+    /// No index on `at` is needed: ids are handed out in insertion order and `at` is the
+    /// inserting statement's start, so the log sorted by id is sorted by age (to within the
+    /// milliseconds that concurrent inserts overlap). Each statement reads the next `batch` rows
+    /// after the last window through the primary key and deletes those old enough; the first
+    /// row too young ends the pass (a row out of order would only hold back the older rows after
+    /// it until it ages too). A pass with nothing to do reads `batch` index entries however long
+    /// the log is, and each statement is its own short transaction (measured: about 50 ms per
+    /// 10,000 rows), so a large backlog never holds locks for long.
+    pub async fn prune_log(&self, retention: Duration, batch: u32) -> StoreResult<u64> {
+        // `id = ANY(ARRAY(...))` rather than `IN (subquery)` or a join: the generic plan of a
+        // join guesses the `LIMIT $2` window large and hashes a sequential scan of the whole
+        // table, where `= ANY` of the window's ids stays on the primary key.
+        //
+        // Several workers prune the same table. The advisory lock lets one statement at a time
+        // read a window: a worker that finds it taken reads nothing and ends its pass, since
+        // another worker is doing the work (and does not end before the young rows: its window
+        // counts rows as old whether or not it deleted them itself, so a window emptied by a
+        // statement that committed after this one's snapshot does not stop it). Without the
+        // lock, overlapping statements would still be correct (a row is deleted and counted
+        // once: the second statement waits for the first's row locks, then skips the rows it
+        // deleted), but they would delete the same windows in lockstep, and two plans locking
+        // rows in different orders (index vs. heap order) could deadlock. `FOR UPDATE SKIP
+        // LOCKED` would avoid the waits but lock, i.e. write, the young rows ending every pass.
+        const SQL: &str = "\
+            WITH head AS MATERIALIZED ( \
+                SELECT id, at < now() - make_interval(secs => $3) AS old \
+                  FROM push_delivery_log \
+                 WHERE id > $1 AND (SELECT pg_try_advisory_xact_lock($4)) \
+                 ORDER BY id LIMIT $2), \
+            doomed AS ( \
+                DELETE FROM push_delivery_log \
+                 WHERE id = ANY (ARRAY(SELECT id FROM head WHERE old)) \
+                RETURNING id) \
+            SELECT (SELECT count(*) FROM doomed) AS deleted, count(*) AS seen, \
+                   count(*) FILTER (WHERE old) AS old, max(id) AS last \
+              FROM head";
+        if retention.is_zero() {
+            return Ok(0);
+        }
+        let batch = i64::from(batch.max(1));
+        let (mut after, mut total) = (0_i64, 0_u64);
+        loop {
+            let row = sqlx::query(SQL)
+                .bind(after)
+                .bind(batch)
+                .bind(retention.as_secs_f64())
+                .bind(PRUNE_LOCK)
+                // Planned at every run: a plan cached while the table was small (sequential
+                // scans) would otherwise serve the connection after the table has grown.
+                .persistent(false)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db_error)?;
+            let deleted: i64 = row.try_get("deleted").map_err(row_error)?;
+            let seen: i64 = row.try_get("seen").map_err(row_error)?;
+            let old: i64 = row.try_get("old").map_err(row_error)?;
+            let last: Option<i64> = row.try_get("last").map_err(row_error)?;
+            total += to_u64(deleted);
+            match last {
+                // A full window of old rows: the next one may hold more. A short window is the
+                // end of the log, or the lock was taken (nothing seen).
+                Some(last) if seen == batch && old == seen => after = last,
+                _ => return Ok(total),
+            }
+        }
     }
 
     /// The logged attempts of one task, oldest first.

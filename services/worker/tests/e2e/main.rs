@@ -7,4 +7,5 @@ mod receiver;
 
 mod delivery;
 mod faults;
+mod retention;
 mod ssrf;

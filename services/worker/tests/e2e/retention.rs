@@ -1,0 +1,67 @@
+//! Retention of the delivery log, as the worker runs it: one pass deletes the rows older than
+//! the configured retention and counts them on `/metrics`; retention 0 keeps everything.
+
+use std::time::Duration;
+
+use a2a_store::pg::PgDeliveryStore;
+use a2a_worker::config::WorkerConfig;
+use a2a_worker::metrics::Metrics;
+use a2a_worker::retention::prune_once;
+
+/// Log rows for `task_id` aged `ages` (seconds before now), ids in array order.
+async fn log_rows_aged(store: &PgDeliveryStore, task_id: &str, ages: &[f64]) {
+    sqlx::query(
+        "INSERT INTO push_delivery_log \
+             (task_id, seq, config_id, attempt, outcome, latency_us, worker, at) \
+         SELECT $1, n, 'c', 1, 'retry', 1, 'w', now() - make_interval(secs => age) \
+           FROM unnest($2::float8[]) WITH ORDINALITY AS x(age, n) ORDER BY n",
+    )
+    .bind(task_id)
+    .bind(ages)
+    .execute(store.pool())
+    .await
+    .unwrap();
+}
+
+fn retention(hours: &str) -> Duration {
+    let env = [
+        ("A2A_DATABASE_URL", "postgres://x/y"),
+        ("A2A_WORKER_LOG_RETENTION_HOURS", hours),
+    ];
+    WorkerConfig::load(a2a_testing::env_of(&env))
+        .unwrap()
+        .log_retention
+}
+
+#[tokio::test]
+async fn a_pass_prunes_old_rows_and_counts_them() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let store = PgDeliveryStore::connect_lazy(db.url(), 2, Duration::from_secs(3)).unwrap();
+    store.migrate().await.unwrap();
+    let hour = 3600.0;
+    log_rows_aged(&store, "old", &[50.0 * hour, 49.0 * hour, 48.5 * hour]).await;
+    log_rows_aged(&store, "young", &[47.0 * hour, 0.0]).await;
+    let metrics = Metrics::default();
+
+    assert_eq!(
+        prune_once(&store, retention("0"), 2, &metrics)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.logged_attempts("old").await.unwrap().len(), 3);
+
+    assert_eq!(
+        prune_once(&store, retention("48"), 2, &metrics)
+            .await
+            .unwrap(),
+        3
+    );
+    assert!(store.logged_attempts("old").await.unwrap().is_empty());
+    assert_eq!(store.logged_attempts("young").await.unwrap().len(), 2);
+    assert!(
+        metrics
+            .render()
+            .contains("\na2a_worker_log_pruned_total 3\n")
+    );
+}
