@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# NOTE: h2load repeats one body, so since SendMessage is idempotent per (caller, messageId)
-# (issue 8) every send after the first is a retry that returns the first task: the SendMessage
-# rows of this script measure the retry path, not new tasks (see bench.sh for fresh ids).
-# Binding comparison (issue: REST and gRPC bindings). One release gateway (embedded), one load
-# generator for every binding, so the numbers compare the bindings and not the tools: h2load
-# over HTTP/2 cleartext, 64 connections with one stream each (64 concurrent streams), for
-#   SendMessage (echo)  over JSON-RPC, HTTP+JSON and gRPC
-#   GetTask             over JSON-RPC, HTTP+JSON and gRPC
-# plus GET /healthz as the raw limit of the HTTP stack in the same run. Latency percentiles
-# come from h2load's per-request log. Every response must be a success: JSON-RPC bodies are
-# sampled for "error" beforehand, gRPC responses checked with grpc-status 0 beforehand, and
-# h2load's failed/errored counters must be zero.
+# Binding comparison (issue: REST and gRPC bindings). One release gateway (embedded, in-memory
+# store), HTTP/2 cleartext, 64 connections with one stream each (64 concurrent streams), each row
+# measured for the given seconds after 1 s of warm-up:
+#   SendMessage (echo)  over JSON-RPC, HTTP+JSON and gRPC, with `a2a-loadtest send`
+#                       (loadtest/fanout, the a2a-client crate): a new task per request, as
+#                       sends are idempotent per (caller, messageId) and a repeated body would
+#                       measure the retry path (the first task looked up), not a new task.
+#   GetTask             over JSON-RPC, HTTP+JSON and gRPC, with h2load: a read, so one repeated
+#                       request is what is meant.
+#   GET /healthz        with h2load: the raw limit of the HTTP stack in the same run.
+# Each operation's three rows come from one load generator, so they compare the bindings and not
+# the tools. GetTask stays on h2load so that it and the raw limit keep one generator: h2load
+# replays bytes, a2a-loadtest encodes and decodes every request with the typed client (on one
+# thread, as h2load runs on one; its row says how many cores it used). It also sends differently:
+# hyper's HTTP/2 client (under reqwest and tonic alike) writes a request's HEADERS and DATA
+# separately, as the body waits for flow-control capacity assigned once the headers are out, so
+# the gateway reads about 4 TCP segments per request where h2load's single write makes 2, and
+# spends more per request. All three bindings pay it alike, so compare the SendMessage rows with
+# each other, not with the h2load rows.
+# Every response must be a success. SendMessage: a completed task, checked by a2a-loadtest on
+# every answer (a JSON-RPC error, a non-2xx REST status or a non-zero grpc-status is a failure);
+# afterwards the gateway must hold exactly one task per successful send plus the seed task
+# (ListTasks totalSize). GetTask: checked once beforehand (JSON-RPC result, gRPC grpc-status 0),
+# and h2load's failed/errored counters must be zero with every status 200. Latency percentiles
+# of the h2load rows come from its per-request log.
 # Usage: loadtest/bench-bindings.sh [seconds, default 10]. Needs h2load (Debian nghttp2-client).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +32,14 @@ CONNS=64
 PORT="${BENCH_PORT:-18481}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 command -v h2load >/dev/null || { echo "bench: h2load is not installed (apt-get install nghttp2-client)" >&2; exit 2; }
-[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway
+# Two builds: built together, the load generator's reqwest features (http2) would be unified
+# into the gateway's, and the gateway would not be the binary the other benchmarks measure.
+if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
+  cargo build --release -q -p a2a-gateway
+  cargo build --release -q -p a2a-loadtest
+fi
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
+LOAD="$CARGO_TARGET_DIR/release/a2a-loadtest"
 WORK=$(mktemp -d)
 
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &
@@ -35,27 +54,19 @@ TASK=$(curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
   | sed -E 's/.*"task":\{"id":"([^"]+)".*/\1/')
 [[ ${#TASK} == 36 ]] || { echo "bench: could not create a task" >&2; exit 1; }
 
-# Request bodies.
-printf '%s' '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"hello"}]}}}' > "$WORK/rpc-send.json"
+# Request bodies of the GetTask rows.
 printf '%s' "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"id\":\"$TASK\"}}" > "$WORK/rpc-get.json"
-printf '%s' '{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"hello"}]}}' > "$WORK/rest-send.json"
-# gRPC frames: 1 byte flag, 4 bytes length, then the protobuf message, encoded by hand:
-# SendMessageRequest{message{message_id "bench", role USER, parts[{text "hello"}]}}
-printf '\x00\x00\x00\x00\x14\x12\x12\x0a\x05bench\x20\x01\x2a\x07\x0a\x05hello' > "$WORK/grpc-send.bin"
+# gRPC frame: 1 byte flag, 4 bytes length, then the protobuf message, encoded by hand:
 # GetTaskRequest{id TASK} (field 2, 36 bytes)
 { printf '\x00\x00\x00\x00\x26\x12\x24'; printf '%s' "$TASK"; } > "$WORK/grpc-get.bin"
 
-# Sanity: each request succeeds once before it is measured.
-curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" -d @"$WORK/rpc-send.json" | grep -q TASK_STATE_COMPLETED
+# Sanity: each GetTask request succeeds once before it is measured.
 curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" -d @"$WORK/rpc-get.json" | grep -q '"result"'
-curl -sf -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' "$BASE/a2a/rest/message:send" -d @"$WORK/rest-send.json" | grep -q TASK_STATE_COMPLETED
 curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/rest/tasks/$TASK" | grep -q "$TASK"
-for rpc in send:SendMessage get:GetTask; do
-  st=$(curl -s --http2-prior-knowledge -o /dev/null -w '%header{grpc-status}' -H 'content-type: application/grpc' -H 'te: trailers' \
-    --data-binary @"$WORK/grpc-${rpc%%:*}.bin" "$BASE/lf.a2a.v1.A2AService/${rpc#*:}" || true)
-  # curl prints trailers only on newer versions; fall back to h2load's status check below.
-  [[ -z "$st" || "$st" == 0 ]] || { echo "bench: gRPC ${rpc#*:} answered grpc-status $st" >&2; exit 1; }
-done
+st=$(curl -s --http2-prior-knowledge -o /dev/null -w '%header{grpc-status}' -H 'content-type: application/grpc' -H 'te: trailers' \
+  --data-binary @"$WORK/grpc-get.bin" "$BASE/lf.a2a.v1.A2AService/GetTask" || true)
+# curl prints trailers only on newer versions; fall back to h2load's status check below.
+[[ -z "$st" || "$st" == 0 ]] || { echo "bench: gRPC GetTask answered grpc-status $st" >&2; exit 1; }
 
 run() { # name, h2load args...
   local name=$1; shift
@@ -80,13 +91,33 @@ print(f"{name:34s} {rps:10.0f} req/s   p50 {pct(50):6.2f} ms   p99 {pct(99):6.2f
 PY
 }
 
+field() { sed -nE "s/.* $1=([^ ]+).*/\1/p" <<<"$2"; } # key, a2a-loadtest's key=value line
+SENT=0
+send() { # name, binding (jsonrpc|rest|grpc)
+  local name=$1 line
+  line=$("$LOAD" send "$BASE" "$2" "$CONNS" "$SECS") || { echo "bench: $name had failed requests" >&2; exit 1; }
+  SENT=$((SENT + $(field tasks "$line")))
+  printf '%-34s %10.0f req/s   p50 %6.2f ms   p99 %6.2f ms   (%s requests; generator %s cores)\n' "$name" \
+    "$(field rps "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" "$(field ok "$line")" "$(field generator_cores "$line")"
+}
+
 GRPC=(-H 'content-type: application/grpc' -H 'te: trailers' -H 'a2a-version: 1.0')
 JSON=(-H 'content-type: application/json' -H 'a2a-version: 1.0')
-echo "a2a-gateway binding benchmark: h2c, $CONNS concurrent streams, ${SECS}s each, $(nproc) cores, h2load on the same machine"
+echo "a2a-gateway binding benchmark: h2c, $CONNS concurrent streams, ${SECS}s each, $(nproc) cores, load generators on the same machine"
 run "GET /healthz (raw limit)"          "$BASE/healthz"
-run "SendMessage  JSON-RPC"             "${JSON[@]}" -d "$WORK/rpc-send.json"  "$BASE/a2a/jsonrpc"
-run "SendMessage  HTTP+JSON"            "${JSON[@]}" -d "$WORK/rest-send.json" "$BASE/a2a/rest/message:send"
-run "SendMessage  gRPC"                 "${GRPC[@]}" -d "$WORK/grpc-send.bin"  "$BASE/lf.a2a.v1.A2AService/SendMessage"
+send "SendMessage  JSON-RPC"            jsonrpc
+send "SendMessage  HTTP+JSON"           rest
+send "SendMessage  gRPC"                grpc
 run "GetTask      JSON-RPC"             "${JSON[@]}" -d "$WORK/rpc-get.json"   "$BASE/a2a/jsonrpc"
 run "GetTask      HTTP+JSON"            "${JSON[@]}"                           "$BASE/a2a/rest/tasks/$TASK"
 run "GetTask      gRPC"                 "${GRPC[@]}" -d "$WORK/grpc-get.bin"   "$BASE/lf.a2a.v1.A2AService/GetTask"
+
+# a2a-loadtest waits for the answer to every request it sends, so none is cut off at the end:
+# the count is exact.
+TOTAL=$(curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
+  -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
+  | sed -E 's/.*"totalSize":([0-9]+).*/\1/')
+if [[ "$TOTAL" != $((SENT + 1)) ]]; then
+  echo "bench: the gateway holds $TOTAL tasks, a2a-loadtest completed $SENT sends (+ 1 seed task)" >&2; exit 1
+fi
+echo "tasks stored: $TOTAL (a2a-loadtest completed $SENT sends, warm-up included, + 1 seed task)"

@@ -26,7 +26,12 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 for tool in psql redis-cli curl; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is not installed" >&2; exit 2; }
 done
-[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway -p a2a-loadtest
+# Two builds: built together, the load generator's reqwest features (http2) would be unified
+# into the gateway's, and the gateway would not be the binary the other benchmarks measure.
+if [[ -z "${BENCH_NO_BUILD:-}" ]]; then
+  cargo build --release -q -p a2a-gateway
+  cargo build --release -q -p a2a-loadtest
+fi
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
 LOAD="$CARGO_TARGET_DIR/release/a2a-loadtest"
 # Each idle subscriber is a connection: one descriptor in the load generator, one in B.
