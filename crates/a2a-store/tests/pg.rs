@@ -438,22 +438,6 @@ async fn orphaned_tasks_are_taken_over_once() {
     assert!(c.take_over("c", lease, 10).await.unwrap().is_empty());
 }
 
-/// Appends delivery-log rows for `task_id` aged `ages` (seconds before now), in that order:
-/// ids follow the order of the array, as they follow insertion time in the worker's log.
-async fn log_rows_aged(store: &a2a_store::pg::PgDeliveryStore, task_id: &str, ages: &[f64]) {
-    sqlx::query(
-        "INSERT INTO push_delivery_log \
-             (task_id, seq, config_id, attempt, outcome, latency_us, worker, at) \
-         SELECT $1, n, 'c', 1, 'delivered', 1, 'w', now() - make_interval(secs => age) \
-           FROM unnest($2::float8[]) WITH ORDINALITY AS x(age, n) ORDER BY n",
-    )
-    .bind(task_id)
-    .bind(ages)
-    .execute(store.pool())
-    .await
-    .unwrap();
-}
-
 async fn delivery_store(db: &TestDatabase) -> a2a_store::pg::PgDeliveryStore {
     let store = a2a_store::pg::PgDeliveryStore::connect_lazy(
         db.url(),
@@ -482,8 +466,9 @@ async fn the_delivery_log_is_pruned_by_age() {
     let old: Vec<f64> = (0..25)
         .map(|i| 8.0 * DAY + f64::from(24 - i) * 3600.0)
         .collect();
-    log_rows_aged(&store, "old", &old).await;
-    log_rows_aged(&store, "young", &[7.0 * DAY - 60.0, 3600.0, 0.0]).await;
+    a2a_testing::insert_delivery_log_rows(store.pool(), "old", &old).await;
+    a2a_testing::insert_delivery_log_rows(store.pool(), "young", &[7.0 * DAY - 60.0, 3600.0, 0.0])
+        .await;
     let letter = NewDeadLetter {
         task_id: "old".into(),
         seq: 1,
@@ -524,8 +509,8 @@ async fn concurrent_pruning_deletes_each_row_once() {
     let db = TestDatabase::create().await;
     let (a, b) = (delivery_store(&db).await, delivery_store(&db).await);
     let old: Vec<f64> = (0..2000).map(|i| 20.0 * DAY - f64::from(i)).collect();
-    log_rows_aged(&a, "old", &old).await;
-    log_rows_aged(&a, "young", &[60.0]).await;
+    a2a_testing::insert_delivery_log_rows(a.pool(), "old", &old).await;
+    a2a_testing::insert_delivery_log_rows(a.pool(), "young", &[60.0]).await;
     let day = Duration::from_secs(24 * 3600);
     let (got_a, got_b) = tokio::join!(a.prune_log(day, 7), b.prune_log(day, 7));
     assert_eq!(got_a.unwrap() + got_b.unwrap(), 2000);

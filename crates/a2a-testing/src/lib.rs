@@ -14,7 +14,7 @@ mod process;
 mod redis;
 
 pub use calls::{env_of, jsonrpc};
-pub use pg::{PgServer, TestDatabase};
+pub use pg::{PgServer, TestDatabase, insert_delivery_log_rows};
 pub use process::spawn_listening;
 pub use redis::{RedisServer, TestRedis};
 

@@ -351,3 +351,20 @@ fn is_root() -> bool {
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
+
+/// Appends push-worker delivery-log rows for `task_id` aged `ages` (seconds before now), ids in
+/// the order of the array, as ids follow insertion time in the worker's log: the fixture of the
+/// log-retention tests (store and worker).
+pub async fn insert_delivery_log_rows(pool: &sqlx::PgPool, task_id: &str, ages: &[f64]) {
+    sqlx::query(
+        "INSERT INTO push_delivery_log \
+             (task_id, seq, config_id, attempt, outcome, latency_us, worker, at) \
+         SELECT $1, n, 'c', 1, 'delivered', 1, 'w', now() - make_interval(secs => age) \
+           FROM unnest($2::float8[]) WITH ORDINALITY AS x(age, n) ORDER BY n",
+    )
+    .bind(task_id)
+    .bind(ages)
+    .execute(pool)
+    .await
+    .expect("delivery-log rows insert");
+}

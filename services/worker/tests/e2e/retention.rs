@@ -8,21 +8,6 @@ use a2a_worker::config::WorkerConfig;
 use a2a_worker::metrics::Metrics;
 use a2a_worker::retention::prune_once;
 
-/// Log rows for `task_id` aged `ages` (seconds before now), ids in array order.
-async fn log_rows_aged(store: &PgDeliveryStore, task_id: &str, ages: &[f64]) {
-    sqlx::query(
-        "INSERT INTO push_delivery_log \
-             (task_id, seq, config_id, attempt, outcome, latency_us, worker, at) \
-         SELECT $1, n, 'c', 1, 'retry', 1, 'w', now() - make_interval(secs => age) \
-           FROM unnest($2::float8[]) WITH ORDINALITY AS x(age, n) ORDER BY n",
-    )
-    .bind(task_id)
-    .bind(ages)
-    .execute(store.pool())
-    .await
-    .unwrap();
-}
-
 fn retention(hours: &str) -> Duration {
     let env = [
         ("A2A_DATABASE_URL", "postgres://x/y"),
@@ -39,8 +24,13 @@ async fn a_pass_prunes_old_rows_and_counts_them() {
     let store = PgDeliveryStore::connect_lazy(db.url(), 2, Duration::from_secs(3)).unwrap();
     store.migrate().await.unwrap();
     let hour = 3600.0;
-    log_rows_aged(&store, "old", &[50.0 * hour, 49.0 * hour, 48.5 * hour]).await;
-    log_rows_aged(&store, "young", &[47.0 * hour, 0.0]).await;
+    a2a_testing::insert_delivery_log_rows(
+        store.pool(),
+        "old",
+        &[50.0 * hour, 49.0 * hour, 48.5 * hour],
+    )
+    .await;
+    a2a_testing::insert_delivery_log_rows(store.pool(), "young", &[47.0 * hour, 0.0]).await;
     let metrics = Metrics::default();
 
     assert_eq!(
