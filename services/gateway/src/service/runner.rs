@@ -369,7 +369,6 @@ impl A2aService {
             first_tx: Some(first_tx),
             current: None,
             pending: Vec::new(),
-            pending_state: None,
             upstream: None,
         };
         match (turn.continues, turn.resume, turn.request.task.clone()) {
@@ -486,9 +485,8 @@ struct Runner<'a> {
     first_tx: Option<oneshot::Sender<Result<First, A2aError>>>,
     /// The snapshot and sequence number once the task exists.
     current: Option<(Task, u64)>,
-    /// Events staged for the next write, and the task state after them.
+    /// Events staged for the next write.
     pending: Vec<StreamResponse>,
-    pending_state: Option<TaskState>,
     /// Upstream ids reported before the task existed.
     upstream: Option<UpstreamRef>,
 }
@@ -520,7 +518,11 @@ impl Runner<'_> {
 
     /// The task's state after the staged events.
     fn state(&self) -> TaskState {
-        self.pending_state.unwrap_or_else(|| {
+        let staged = self.pending.iter().rev().find_map(|e| match &e.payload {
+            Some(Payload::StatusUpdate(u)) => u.status.as_ref().map(|s| s.state()),
+            _ => None,
+        });
+        staged.unwrap_or_else(|| {
             self.current
                 .as_ref()
                 .map_or(TaskState::Submitted, |(t, _)| state_of(t))
@@ -545,7 +547,6 @@ impl Runner<'_> {
 
     /// Staged events as store changes.
     fn take_pending(&mut self) -> Vec<TaskChange> {
-        self.pending_state = None;
         std::mem::take(&mut self.pending)
             .into_iter()
             .map(|event| TaskChange {
@@ -678,11 +679,6 @@ impl Runner<'_> {
     /// answer, chunks sent faster than the store commits) are stored together: one write, one
     /// commit and one sequence-guard check instead of one each.
     fn stage(&mut self, event: StreamResponse) {
-        if let Some(Payload::StatusUpdate(u)) = &event.payload
-            && let Some(status) = &u.status
-        {
-            self.pending_state = Some(status.state());
-        }
         self.pending.push(event);
     }
 
