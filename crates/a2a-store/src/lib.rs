@@ -8,6 +8,7 @@
 //! *Boundary*: no store knows HTTP, JSON-RPC or gRPC.
 
 mod cursor;
+mod idempotency;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg;
@@ -18,6 +19,7 @@ use a2a_types::wkt::Timestamp;
 use async_trait::async_trait;
 
 pub use cursor::Cursor;
+pub use idempotency::{HeldKey, KeyClaim, KeyRequest};
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
@@ -42,15 +44,6 @@ pub struct TaskRecord {
 pub struct UpstreamRef {
     pub task_id: String,
     pub context_id: String,
-}
-
-/// What [`TaskStore::claim_message`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MessageClaim {
-    /// The message id was free and now names the given task.
-    Claimed,
-    /// The message id was claimed before, for this task.
-    Existing(String),
 }
 
 /// A running task whose dispatching replica is gone, claimed by [`TaskStore::take_over`].
@@ -266,18 +259,21 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Records the upstream agent's ids of a task.
     async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()>;
 
-    /// Claims `(owner, message_id)` for `task_id` unless it is claimed already (idempotent
-    /// SendMessage): the first claim wins, every later one learns the task it names.
-    async fn claim_message(
-        &self,
-        owner: &str,
-        message_id: &str,
-        task_id: &str,
-    ) -> StoreResult<MessageClaim>;
+    /// Claims an idempotency key for `req.task_id` unless an unexpired claim holds it: the
+    /// first claim wins, every later one learns what the holder recorded.
+    async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim>;
 
-    /// Frees a claim whose send created no task (it failed first, or was answered by a
-    /// message), so a retry dispatches again.
-    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()>;
+    /// Takes over a key whose holder was `abandoned` (see [`HeldKey::abandoned`]) if it still
+    /// names `stale_task_id`; false when another request got there first.
+    async fn reclaim_key(&self, req: &KeyRequest, stale_task_id: &str) -> StoreResult<bool>;
+
+    /// Frees a key whose request reached no task (it was refused, answered by a message, or
+    /// cut off), if it still names `task_id`, so that a retry dispatches again.
+    async fn release_key(&self, owner: &str, key: &str, task_id: &str) -> StoreResult<()>;
+
+    /// Deletes at most `limit` expired keys; returns how many it deleted. Several processes
+    /// may call it at once: with PostgreSQL one of them sweeps at a time, the others get 0.
+    async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64>;
 
     /// Renews the dispatch lease of `replica` for `lease`, then claims for it at most `limit`
     /// running tasks (SUBMITTED or WORKING) whose dispatcher's lease has expired. A store that

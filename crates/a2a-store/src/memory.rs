@@ -13,8 +13,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
-    Cursor, ListQuery, MessageClaim, NewTask, PushConfigPage, StoreError, StoreResult, StoredEvent,
-    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
+    Cursor, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage, StoreError,
+    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    apply_changes, created_event,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -30,8 +31,32 @@ struct Inner {
     /// under the write lock, and with inline entries it stalled every request for many ms.
     tasks: HashMap<String, Box<Entry>>,
     by_owner: HashMap<String, BTreeSet<OrderKey>>,
-    /// (owner, message id) → task id: idempotent SendMessage.
-    claims: HashMap<(String, String), String>,
+    /// (owner, idempotency key) → the request that holds it.
+    keys: HashMap<(String, String), KeyEntry>,
+}
+
+struct KeyEntry {
+    held: HeldKey,
+    expires: std::time::Instant,
+}
+
+impl KeyEntry {
+    fn new(req: &KeyRequest) -> Self {
+        Self {
+            held: HeldKey {
+                task_id: req.task_id.clone(),
+                fingerprint: req.fingerprint.clone(),
+                after_seq: req.after_seq,
+                // One process uses this store: a holder that is gone took the store with it.
+                abandoned: false,
+            },
+            expires: std::time::Instant::now() + req.ttl,
+        }
+    }
+
+    fn expired(&self, now: std::time::Instant) -> bool {
+        self.expires <= now
+    }
 }
 
 struct Entry {
@@ -325,29 +350,58 @@ impl TaskStore for MemoryTaskStore {
         Ok(())
     }
 
-    async fn claim_message(
-        &self,
-        owner: &str,
-        message_id: &str,
-        task_id: &str,
-    ) -> StoreResult<MessageClaim> {
+    async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim> {
         let mut inner = self.inner.write().map_err(poisoned)?;
-        let key = (owner.to_owned(), message_id.to_owned());
-        Ok(match inner.claims.get(&key) {
-            Some(existing) => MessageClaim::Existing(existing.clone()),
-            None => {
-                inner.claims.insert(key, task_id.to_owned());
-                MessageClaim::Claimed
+        let now = std::time::Instant::now();
+        let slot = (req.owner.clone(), req.key.clone());
+        match inner.keys.get(&slot) {
+            Some(e) if !e.expired(now) => Ok(KeyClaim::Held(e.held.clone())),
+            _ => {
+                inner.keys.insert(slot, KeyEntry::new(req));
+                Ok(KeyClaim::Claimed)
             }
-        })
+        }
     }
 
-    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
+    async fn reclaim_key(&self, req: &KeyRequest, stale_task_id: &str) -> StoreResult<bool> {
         let mut inner = self.inner.write().map_err(poisoned)?;
-        inner
-            .claims
-            .remove(&(owner.to_owned(), message_id.to_owned()));
+        let slot = (req.owner.clone(), req.key.clone());
+        match inner.keys.get(&slot) {
+            Some(e) if e.held.task_id == stale_task_id => {
+                inner.keys.insert(slot, KeyEntry::new(req));
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn release_key(&self, owner: &str, key: &str, task_id: &str) -> StoreResult<()> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let slot = (owner.to_owned(), key.to_owned());
+        if inner
+            .keys
+            .get(&slot)
+            .is_some_and(|e| e.held.task_id == task_id)
+        {
+            inner.keys.remove(&slot);
+        }
         Ok(())
+    }
+
+    async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let now = std::time::Instant::now();
+        let expired: Vec<_> = inner
+            .keys
+            .iter()
+            .filter(|(_, e)| e.expired(now))
+            .map(|(slot, _)| slot.clone())
+            .take(limit)
+            .collect();
+        for slot in &expired {
+            inner.keys.remove(slot);
+        }
+        Ok(expired.len() as u64)
     }
 }
 

@@ -10,7 +10,9 @@ use a2a_types::v1::{
 };
 use a2a_types::wkt::Timestamp;
 
-use crate::{ListQuery, MessageClaim, NewTask, StoreError, TaskChange, TaskStore, UpstreamRef};
+use crate::{
+    KeyClaim, KeyRequest, ListQuery, NewTask, StoreError, TaskChange, TaskStore, UpstreamRef,
+};
 
 /// Instantiates every suite case as a `#[tokio::test]` for the store built by `$make`
 /// (an expression, evaluated once per test, that may `.await`).
@@ -22,7 +24,8 @@ macro_rules! store_conformance_suite {
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
-            message_claims_are_per_owner_and_first_wins, changes_commit_together);
+            idempotency_keys_are_per_owner_and_first_wins,
+            expired_idempotency_keys_are_free_and_purged, changes_commit_together);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -524,27 +527,117 @@ pub async fn upstream_ids_are_kept(store: &dyn TaskStore) {
     ));
 }
 
-pub async fn message_claims_are_per_owner_and_first_wins(store: &dyn TaskStore) {
+fn key_request(owner: &str, key: &str, task_id: &str, ttl: std::time::Duration) -> KeyRequest {
+    KeyRequest {
+        owner: owner.into(),
+        key: key.into(),
+        fingerprint: format!("fp-{task_id}"),
+        task_id: task_id.into(),
+        after_seq: 3,
+        ttl,
+    }
+}
+
+/// Idempotency keys: the first claim wins and later ones learn what it recorded; keys are
+/// per owner; a release frees a key only for the request that holds it.
+pub async fn idempotency_keys_are_per_owner_and_first_wins(store: &dyn TaskStore) {
+    let day = std::time::Duration::from_secs(86_400);
     assert_eq!(
-        store.claim_message("o", "m1", "t1").await.unwrap(),
-        MessageClaim::Claimed
+        store
+            .claim_key(&key_request("o", "k1", "t1", day))
+            .await
+            .unwrap(),
+        KeyClaim::Claimed
+    );
+    match store
+        .claim_key(&key_request("o", "k1", "t2", day))
+        .await
+        .unwrap()
+    {
+        KeyClaim::Held(held) => {
+            assert_eq!(held.task_id, "t1", "a retried key names the first task");
+            assert_eq!(held.fingerprint, "fp-t1");
+            assert_eq!(held.after_seq, 3);
+        }
+        other => panic!("the key is held: {other:?}"),
+    }
+    assert_eq!(
+        store
+            .claim_key(&key_request("other", "k1", "t3", day))
+            .await
+            .unwrap(),
+        KeyClaim::Claimed,
+        "keys are scoped to their owner"
+    );
+    store.release_key("o", "k1", "t9").await.unwrap();
+    assert!(
+        matches!(store.claim_key(&key_request("o", "k1", "t4", day)).await.unwrap(), KeyClaim::Held(h) if h.task_id == "t1"),
+        "a release for another request leaves the key alone"
+    );
+    store.release_key("o", "k1", "t1").await.unwrap();
+    assert_eq!(
+        store
+            .claim_key(&key_request("o", "k1", "t4", day))
+            .await
+            .unwrap(),
+        KeyClaim::Claimed,
+        "a released key can be claimed again"
+    );
+    assert!(
+        store
+            .reclaim_key(&key_request("o", "k1", "t5", day), "t4")
+            .await
+            .unwrap(),
+        "a reclaim naming the holder takes the key"
+    );
+    assert!(
+        !store
+            .reclaim_key(&key_request("o", "k1", "t6", day), "t4")
+            .await
+            .unwrap(),
+        "a reclaim naming a former holder does not"
+    );
+    assert!(
+        matches!(store.claim_key(&key_request("o", "k1", "t7", day)).await.unwrap(), KeyClaim::Held(h) if h.task_id == "t5")
+    );
+}
+
+/// An expired key is free again, and the sweep deletes expired keys (only those).
+pub async fn expired_idempotency_keys_are_free_and_purged(store: &dyn TaskStore) {
+    let short = std::time::Duration::from_millis(200);
+    let day = std::time::Duration::from_secs(86_400);
+    for key in ["a", "b", "c"] {
+        store
+            .claim_key(&key_request("o", key, "t1", short))
+            .await
+            .unwrap();
+    }
+    store
+        .claim_key(&key_request("o", "kept", "t1", day))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(
+        store
+            .claim_key(&key_request("o", "a", "t2", day))
+            .await
+            .unwrap(),
+        KeyClaim::Claimed,
+        "an expired key is claimed anew"
     );
     assert_eq!(
-        store.claim_message("o", "m1", "t2").await.unwrap(),
-        MessageClaim::Existing("t1".into()),
-        "a retried message id names the first task"
+        store.purge_expired_keys(1).await.unwrap(),
+        1,
+        "at most the limit"
     );
-    assert_eq!(
-        store.claim_message("other", "m1", "t3").await.unwrap(),
-        MessageClaim::Claimed,
-        "message ids are scoped to their owner"
-    );
-    store.release_message("o", "m1").await.unwrap();
-    assert_eq!(
-        store.claim_message("o", "m1", "t4").await.unwrap(),
-        MessageClaim::Claimed,
-        "a released claim can be claimed again"
-    );
+    assert_eq!(store.purge_expired_keys(100).await.unwrap(), 1);
+    assert_eq!(store.purge_expired_keys(100).await.unwrap(), 0);
+    for (key, task) in [("a", "t2"), ("kept", "t1")] {
+        assert!(
+            matches!(store.claim_key(&key_request("o", key, "t3", day)).await.unwrap(), KeyClaim::Held(h) if h.task_id == task),
+            "{key} survives the sweep"
+        );
+    }
 }
 
 /// `create_with` and `append_all`: several events as one step, numbered in order, the same

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use a2a_store::{
-    ListQuery, MemoryTaskStore, MessageClaim, NewTask, Orphan, PgOptions, PgTaskStore,
+    KeyClaim, KeyRequest, ListQuery, MemoryTaskStore, NewTask, Orphan, PgOptions, PgTaskStore,
     PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord,
     TaskStore, UpstreamRef,
 };
@@ -98,11 +98,17 @@ impl TaskStore for TestStore {
     async fn set_upstream(&self, id: &str, u: UpstreamRef) -> StoreResult<()> {
         self.store.set_upstream(id, u).await
     }
-    async fn claim_message(&self, o: &str, m: &str, t: &str) -> StoreResult<MessageClaim> {
-        self.store.claim_message(o, m, t).await
+    async fn claim_key(&self, r: &KeyRequest) -> StoreResult<KeyClaim> {
+        self.store.claim_key(r).await
     }
-    async fn release_message(&self, o: &str, m: &str) -> StoreResult<()> {
-        self.store.release_message(o, m).await
+    async fn reclaim_key(&self, r: &KeyRequest, stale: &str) -> StoreResult<bool> {
+        self.store.reclaim_key(r, stale).await
+    }
+    async fn release_key(&self, o: &str, k: &str, t: &str) -> StoreResult<()> {
+        self.store.release_key(o, k, t).await
+    }
+    async fn purge_expired_keys(&self, n: usize) -> StoreResult<u64> {
+        self.store.purge_expired_keys(n).await
     }
     async fn ping(&self) -> StoreResult<()> {
         self.store.ping().await
@@ -436,6 +442,44 @@ async fn orphaned_tasks_are_taken_over_once() {
     );
     assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
     assert!(c.take_over("c", lease, 10).await.unwrap().is_empty());
+}
+
+/// An idempotency key claimed by a replica that died is reported abandoned once its lease has
+/// expired (never while it lives), and a retry can claim it anew.
+#[tokio::test]
+async fn keys_of_a_dead_replica_are_abandoned() {
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let (a, b) = (replica(&db, "a").await, replica(&db, "b").await);
+    // Long enough for lazily opened connections on a busy machine.
+    let lease = Duration::from_millis(1_500);
+    a.take_over("a", lease, 0).await.unwrap();
+    let key = |task_id: &str| KeyRequest {
+        owner: "o".into(),
+        key: "k".into(),
+        fingerprint: "fp".into(),
+        task_id: task_id.into(),
+        after_seq: 0,
+        ttl: Duration::from_secs(60),
+    };
+    assert_eq!(a.claim_key(&key("t1")).await.unwrap(), KeyClaim::Claimed);
+    let held = |claim| match claim {
+        KeyClaim::Held(h) => h,
+        other => panic!("held: {other:?}"),
+    };
+    let alive = held(b.claim_key(&key("t2")).await.unwrap());
+    assert_eq!((alive.task_id.as_str(), alive.abandoned), ("t1", false));
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    let dead = held(b.claim_key(&key("t2")).await.unwrap());
+    assert_eq!((dead.task_id.as_str(), dead.abandoned), ("t1", true));
+    assert!(b.reclaim_key(&key("t2"), "t1").await.unwrap());
+    b.take_over("b", lease, 0).await.unwrap();
+    let now = held(a.claim_key(&key("t3")).await.unwrap());
+    assert_eq!(
+        (now.task_id.as_str(), now.abandoned),
+        ("t2", false),
+        "b holds it now"
+    );
 }
 
 async fn delivery_store(db: &TestDatabase) -> a2a_store::pg::PgDeliveryStore {

@@ -38,6 +38,10 @@ pub enum A2aError {
     /// Names the offending field (`message.parts[0]`, `pageSize`, ...).
     #[error("invalid params: {field}: {reason}")]
     InvalidParams { field: String, reason: String },
+    /// A retried send whose `Idempotency-Key` was used for a different request: refused, never
+    /// answered with the other request's task (HTTP 422, as the Idempotency-Key draft says).
+    #[error("invalid params: Idempotency-Key: {key:?} was already used for a different request")]
+    IdempotencyKeyReused { key: String },
     #[error("payload too large: the limit is {limit} bytes")]
     PayloadTooLarge { limit: usize },
     #[error("authentication required: {0}")]
@@ -126,6 +130,9 @@ impl A2aError {
             Self::InvalidRequest(_) => (-32600, 400, Code::InvalidArgument, "INVALID_REQUEST"),
             Self::MethodNotFound { .. } => (-32601, 404, Code::Unimplemented, "METHOD_NOT_FOUND"),
             Self::InvalidParams { .. } => (-32602, 400, Code::InvalidArgument, "INVALID_PARAMS"),
+            Self::IdempotencyKeyReused { .. } => {
+                (-32602, 422, Code::InvalidArgument, "IDEMPOTENCY_KEY_REUSED")
+            }
             Self::PayloadTooLarge { .. } => {
                 (-32600, 413, Code::ResourceExhausted, "PAYLOAD_TOO_LARGE")
             }
@@ -156,6 +163,10 @@ impl A2aError {
             Self::ContentTypeNotSupported { media_type, agent } => {
                 metadata.insert("mediaType".to_owned(), media_type.clone());
                 metadata.insert("agent".to_owned(), agent.clone());
+            }
+            Self::IdempotencyKeyReused { key } => {
+                metadata.insert("field".to_owned(), "Idempotency-Key".to_owned());
+                metadata.insert("key".to_owned(), key.clone());
             }
             Self::PayloadTooLarge { limit } => {
                 metadata.insert("limit".to_owned(), limit.to_string());
@@ -223,6 +234,7 @@ impl A2aError {
                 field: meta("field"),
                 reason: msg,
             },
+            "IDEMPOTENCY_KEY_REUSED" => Self::IdempotencyKeyReused { key: meta("key") },
             "PAYLOAD_TOO_LARGE" => Self::PayloadTooLarge {
                 limit: meta("limit").parse().unwrap_or(0),
             },
@@ -358,6 +370,12 @@ mod tests {
                 400,
                 tonic::Code::FailedPrecondition,
             ),
+            (
+                A2aError::IdempotencyKeyReused { key: "k".into() },
+                -32602,
+                422,
+                tonic::Code::InvalidArgument,
+            ),
         ];
         for (err, rpc, http, grpc) in cases {
             let c = err.codes();
@@ -385,6 +403,7 @@ mod tests {
             },
             A2aError::MethodNotFound { method: "M".into() },
             A2aError::PayloadTooLarge { limit: 10 },
+            A2aError::IdempotencyKeyReused { key: "k1".into() },
             A2aError::ExtendedAgentCardNotConfigured,
             A2aError::Internal("boom".into()),
             A2aError::Unavailable("db down".into()),

@@ -96,6 +96,31 @@ pub struct FileConfig {
     pub dispatch: DispatchConfig,
     /// Webhook address policy and delivery signing keys (shared with `a2a-worker`).
     pub push: PushConfig,
+    /// Safe retries of SendMessage (`Idempotency-Key`).
+    pub idempotency: IdempotencyConfig,
+}
+
+/// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an
+/// `Idempotency-Key` header, or gRPC metadata `idempotency-key`) is ever answered from another
+/// request; see `service::idempotency`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// How long a key is remembered; afterwards it is free again (and deleted in the
+    /// background).
+    pub ttl_secs: u64,
+    /// For deployments whose clients guarantee unique message ids: a send without a key uses
+    /// its `messageId` as the key, so a reused id with a different request is refused.
+    pub message_id: bool,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self {
+            ttl_secs: 86_400,
+            message_id: false,
+        }
+    }
 }
 
 /// Crash-safe dispatch (with PostgreSQL): each replica's lease on the tasks it runs.

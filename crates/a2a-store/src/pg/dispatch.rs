@@ -1,4 +1,4 @@
-//! Upstream ids, message claims (idempotent SendMessage) and dispatch leases (migration 0004).
+//! Upstream ids, idempotency keys (migration 0005) and dispatch leases (migration 0004).
 //! One statement each.
 
 use std::time::Duration;
@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::postgres::PgPool;
 
 use super::db_error;
-use crate::{Orphan, StoreError, StoreResult, UpstreamRef};
+use crate::{KeyRequest, Orphan, StoreError, StoreResult, UpstreamRef};
 
 pub(super) async fn set_upstream(
     pool: &PgPool,
@@ -29,18 +29,69 @@ pub(super) async fn set_upstream(
     Ok(())
 }
 
-pub(super) async fn release_message(
+pub(super) async fn release_key(
     pool: &PgPool,
     owner: &str,
-    message_id: &str,
+    key: &str,
+    task_id: &str,
 ) -> StoreResult<()> {
-    sqlx::query("DELETE FROM message_claims WHERE owner = $1 AND message_id = $2")
+    sqlx::query("DELETE FROM idempotency_keys WHERE owner = $1 AND key = $2 AND task_id = $3")
         .bind(owner)
-        .bind(message_id)
+        .bind(key)
+        .bind(task_id)
         .execute(pool)
         .await
         .map_err(db_error)?;
     Ok(())
+}
+
+/// Rewrites an abandoned key for `req` if it still names `stale_task_id`.
+pub(super) async fn reclaim_key(
+    pool: &PgPool,
+    req: &KeyRequest,
+    stale_task_id: &str,
+) -> StoreResult<bool> {
+    const SQL: &str = "\
+        UPDATE idempotency_keys \
+           SET fingerprint = $3, task_id = $4, after_seq = $5, \
+               replica = nullif(current_setting('a2a.replica', true), ''), \
+               expires_at = now() + make_interval(secs => $6) \
+         WHERE owner = $1 AND key = $2 AND task_id = $7";
+    let done = sqlx::query(SQL)
+        .bind(&req.owner)
+        .bind(&req.key)
+        .bind(&req.fingerprint)
+        .bind(&req.task_id)
+        .bind(i64::try_from(req.after_seq).unwrap_or(i64::MAX))
+        .bind(req.ttl.as_secs_f64())
+        .bind(stale_task_id)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The advisory lock that lets one process at a time sweep expired keys (`a2aidemk` in ASCII).
+const KEY_SWEEP_LOCK: i64 = 0x6132_6169_6465_6d6b;
+
+/// Deletes at most `limit` expired keys, oldest first, in one statement; a process that finds
+/// another one sweeping deletes nothing. Rows are addressed by `ctid` (a TID scan) and checked
+/// again, so a key claimed anew meanwhile is kept.
+pub(super) async fn purge_expired_keys(pool: &PgPool, limit: usize) -> StoreResult<u64> {
+    const SQL: &str = "\
+        DELETE FROM idempotency_keys \
+         WHERE ctid = ANY (ARRAY( \
+                   SELECT ctid FROM idempotency_keys \
+                    WHERE expires_at <= now() AND (SELECT pg_try_advisory_xact_lock($2)) \
+                    ORDER BY expires_at LIMIT $1)) \
+           AND expires_at <= now()";
+    let done = sqlx::query(SQL)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(KEY_SWEEP_LOCK)
+        .execute(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(done.rows_affected())
 }
 
 /// Renews `replica`'s lease, then claims orphans: running tasks whose dispatcher holds no live

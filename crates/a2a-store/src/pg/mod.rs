@@ -18,8 +18,8 @@
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
-//! - `set_upstream`, `release_message`: 1 statement; `claim_message`: a share of one batched
-//!   statement (`claims.rs`); `take_over`: 2.
+//! - `set_upstream`, `reclaim_key`, `release_key`, `purge_expired_keys`: 1 statement;
+//!   `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
 //! - `ping`: 1 statement.
 
 mod batch;
@@ -43,8 +43,9 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
-    ListQuery, MessageClaim, NewTask, Orphan, PushConfigPage, StoreError, StoreResult, StoredEvent,
-    TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
+    KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, StoreError, StoreResult,
+    StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes,
+    created_event,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;
@@ -93,7 +94,7 @@ impl Default for PgOptions {
 /// The [`TaskStore`] over PostgreSQL.
 pub struct PgTaskStore {
     pool: PgPool,
-    /// Message claims, batched (see `claims.rs`).
+    /// Idempotency-key claims, batched (see `claims.rs`).
     claimer: Claimer,
     writer: Writer,
     /// Task id → (sequence number, snapshot) as this process last wrote or read it. A hit is
@@ -351,17 +352,20 @@ impl TaskStore for PgTaskStore {
         dispatch::set_upstream(&self.pool, task_id, &upstream).await
     }
 
-    async fn claim_message(
-        &self,
-        owner: &str,
-        message_id: &str,
-        task_id: &str,
-    ) -> StoreResult<MessageClaim> {
-        self.claimer.claim(owner, message_id, task_id).await
+    async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim> {
+        self.claimer.claim(req).await
     }
 
-    async fn release_message(&self, owner: &str, message_id: &str) -> StoreResult<()> {
-        dispatch::release_message(&self.pool, owner, message_id).await
+    async fn reclaim_key(&self, req: &KeyRequest, stale_task_id: &str) -> StoreResult<bool> {
+        dispatch::reclaim_key(&self.pool, req, stale_task_id).await
+    }
+
+    async fn release_key(&self, owner: &str, key: &str, task_id: &str) -> StoreResult<()> {
+        dispatch::release_key(&self.pool, owner, key, task_id).await
+    }
+
+    async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64> {
+        dispatch::purge_expired_keys(&self.pool, limit).await
     }
 
     async fn take_over(

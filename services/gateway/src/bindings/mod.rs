@@ -26,6 +26,10 @@ pub const GRPC_LAST_EVENT_ID: &str = "a2a-last-event-id";
 pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
 /// W3C Trace Context (HTTP header and gRPC metadata alike).
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+/// Safe retries of SendMessage (HTTP header and gRPC metadata alike).
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// The longest `Idempotency-Key` accepted.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
@@ -66,6 +70,9 @@ pub fn request_context(
             )
         })?);
     }
+    if let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) {
+        ctx.idempotency_key = Some(idempotency_key(value)?);
+    }
     // An invalid traceparent is ignored, as W3C Trace Context asks (a new trace starts).
     ctx.traceparent = headers
         .get(TRACEPARENT_HEADER)
@@ -74,6 +81,29 @@ pub fn request_context(
         .filter(|v| valid_traceparent(v))
         .map(str::to_owned);
     Ok(ctx)
+}
+
+/// The key of an `Idempotency-Key` header: the draft's Structured Field string (`"..."`), or
+/// the bare token many clients send; 1 to 255 visible ASCII characters.
+fn idempotency_key(value: &HeaderValue) -> Result<String, A2aError> {
+    let invalid = || {
+        A2aError::invalid_params(
+            "Idempotency-Key",
+            format!("must be 1 to {MAX_IDEMPOTENCY_KEY} visible ASCII characters"),
+        )
+    };
+    let raw = value.to_str().map_err(|_| invalid())?.trim();
+    let key = raw
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or(raw);
+    if key.is_empty()
+        || key.len() > MAX_IDEMPOTENCY_KEY
+        || !key.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(invalid());
+    }
+    Ok(key.to_owned())
 }
 
 /// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), version not `ff`, ids not all
@@ -131,7 +161,18 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_traceparent;
+    use super::{idempotency_key, valid_traceparent};
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn idempotency_keys_are_sf_strings_or_tokens() {
+        let key = |v: &str| idempotency_key(&HeaderValue::from_str(v).unwrap());
+        assert_eq!(key("\"8e03978e-40d5\"").unwrap(), "8e03978e-40d5");
+        assert_eq!(key("abc-123").unwrap(), "abc-123");
+        for bad in ["", "\"\"", "a b", &"k".repeat(256)] {
+            assert!(key(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn traceparent_validation_follows_w3c() {

@@ -82,6 +82,20 @@ pub(crate) struct Cards {
     agents: HashMap<String, Arc<CardDocument>>,
 }
 
+/// Declares `Idempotency-Key` support, so that clients (and gateways in front of this one) can
+/// tell a retry will be answered from the first request.
+fn idempotency_extension() -> AgentExtension {
+    AgentExtension {
+        uri: super::IDEMPOTENCY_EXTENSION.into(),
+        description: "SendMessage and SendStreamingMessage honour an Idempotency-Key header \
+                      (gRPC metadata idempotency-key): a retry with the same key and request is \
+                      answered from the first one; the same key with another request is refused"
+            .into(),
+        required: false,
+        params: None,
+    }
+}
+
 /// Path of an agent's rewritten card.
 pub fn agent_card_path(name: &str) -> String {
     format!("/agents/{name}/.well-known/agent-card.json")
@@ -170,6 +184,7 @@ impl Cards {
                         params: None,
                     })
                     .chain(push_signature_extension(config, public_url))
+                    .chain(std::iter::once(idempotency_extension()))
                     .collect(),
                 extended_agent_card: Some(c.extended_agent_card || config.extended_card.is_some()),
             }),

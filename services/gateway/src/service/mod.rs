@@ -9,6 +9,7 @@
 mod card;
 mod dispatch;
 mod follow;
+mod idempotency;
 mod push;
 mod runner;
 mod tasks;
@@ -31,6 +32,7 @@ use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
 
 pub use card::{CardDocument, agent_card_path};
+pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use validate::negotiate_version;
 
 /// Who is asking, and with which service parameters.
@@ -49,6 +51,9 @@ pub struct RequestContext {
     /// The last event sequence number a reconnecting client already has (SSE `Last-Event-ID`,
     /// gRPC metadata `a2a-last-event-id`): SubscribeToTask then resumes after it.
     pub last_event_id: Option<u64>,
+    /// The client's `Idempotency-Key` (gRPC metadata `idempotency-key`): a retried send with
+    /// it is answered from the first one (see `idempotency`).
+    pub idempotency_key: Option<String>,
 }
 
 impl RequestContext {
@@ -60,6 +65,7 @@ impl RequestContext {
             principal: None,
             traceparent: None,
             last_event_id: None,
+            idempotency_key: None,
         }
     }
 }
@@ -151,6 +157,7 @@ impl A2aService {
             }),
         };
         svc.listen_for_control();
+        svc.sweep_expired_keys();
         svc.rebuild_cards_on_change();
         svc
     }

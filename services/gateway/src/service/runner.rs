@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_bus::BusEvent;
-use a2a_store::{NewTask, TaskChange, TaskRecord, UpstreamRef};
+use a2a_store::{KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
 use a2a_types::A2aError;
 use a2a_types::state::{
     can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
@@ -26,6 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::follow::{Follow, settle};
+use super::idempotency::{self, KeyHold, Keyed};
 use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
 use crate::agents::{Agent, AgentEvent, AgentEvents, AgentRequest, accepts};
 use crate::upstream::queue::Priority;
@@ -34,6 +35,17 @@ use crate::upstream::queue::Priority;
 const AGENT_EVENT_BUFFER: usize = 32;
 /// Most events stored in one write (see [`Runner::stage`]).
 const MAX_BURST: usize = AGENT_EVENT_BUFFER;
+
+/// The runner's first answer; a runner that stopped without one failed inside.
+fn first_answer(
+    first: Result<Result<First, A2aError>, oneshot::error::RecvError>,
+) -> Result<First, A2aError> {
+    first.unwrap_or_else(|_| {
+        Err(A2aError::Internal(
+            "the task runner stopped before answering".into(),
+        ))
+    })
+}
 
 /// What the caller learns once the turn has started.
 pub(crate) enum First {
@@ -62,6 +74,8 @@ pub(super) struct Turn {
     /// A takeover: the task exists and another replica ran this turn until it died.
     pub resume: bool,
     pub priority: Priority,
+    /// The idempotency key this send holds, kept once the turn reaches its task.
+    pub key: Option<KeyHold>,
 }
 
 pub(crate) struct SendOptions {
@@ -72,8 +86,8 @@ pub(crate) struct SendOptions {
 /// What a send turns into.
 enum Prepared {
     Turn(Box<Turn>, SendOptions),
-    /// The message id was sent before (idempotent SendMessage): follow the task it created.
-    Duplicate(String, SendOptions),
+    /// A retry with the `Idempotency-Key` of a send that reached this task: answer from it.
+    Replay(String, SendOptions),
 }
 
 impl A2aService {
@@ -84,30 +98,18 @@ impl A2aService {
     ) -> Result<SendMessageResponse, A2aError> {
         let (turn, opts) = match self.prepare_turn(ctx, req).await? {
             Prepared::Turn(turn, opts) => (*turn, opts),
-            Prepared::Duplicate(task_id, opts) => {
-                return self.send_duplicate(ctx, &task_id, opts).await;
+            Prepared::Replay(task_id, opts) => {
+                return self.replay_send(ctx, &task_id, opts).await;
             }
         };
-        let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
-        let message_id = turn.request.message.message_id.clone();
+        let task_id = turn.request.task_id.clone();
         let bus = self.subscribe_bus(&task_id).await?;
-        let first = self.start_turn(turn);
-        let first = self
-            .unclaim_unless_task(&owner, &message_id, first.await)
-            .await;
+        let first = first_answer(self.start_turn(turn).await);
         let payload = match first? {
             First::Message(m) => send_message_response::Payload::Message(m),
             First::Task { mut task, seq } => {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
-                    let events = Follow {
-                        store: self.inner.store.clone(),
-                        bus,
-                        owner,
-                        task_id,
-                        after_seq: seq,
-                        shutdown: self.inner.shutdown.clone(),
-                    }
-                    .into_stream();
+                    let events = self.follow_from(ctx, &task_id, seq, bus);
                     let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
                     // On timeout the caller gets the task as it is; it keeps running.
                     if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await
@@ -133,8 +135,8 @@ impl A2aService {
         let permit = self.stream_permit()?;
         let turn = match self.prepare_turn(ctx, req).await? {
             Prepared::Turn(turn, _) => *turn,
-            Prepared::Duplicate(task_id, _) => {
-                let stream = self.stream_duplicate(ctx, &task_id).await?;
+            Prepared::Replay(task_id, _) => {
+                let stream = self.replay_stream(ctx, &task_id).await?;
                 return Ok(stream
                     .map(move |item| {
                         let _permit = &permit;
@@ -143,13 +145,9 @@ impl A2aService {
                     .boxed());
             }
         };
-        let (task_id, owner) = (turn.request.task_id.clone(), turn.owner.clone());
-        let message_id = turn.request.message.message_id.clone();
+        let task_id = turn.request.task_id.clone();
         let bus = self.subscribe_bus(&task_id).await?;
-        let first = self.start_turn(turn);
-        let first = self
-            .unclaim_unless_task(&owner, &message_id, first.await)
-            .await;
+        let first = first_answer(self.start_turn(turn).await);
         let (first_event, tail) = match first? {
             First::Message(m) => (
                 SeqEvent {
@@ -161,17 +159,8 @@ impl A2aService {
                 None,
             ),
             First::Task { task, seq } => {
-                let tail = (!is_settled(state_of(&task))).then(|| {
-                    Follow {
-                        store: self.inner.store.clone(),
-                        bus,
-                        owner,
-                        task_id,
-                        after_seq: seq,
-                        shutdown: self.inner.shutdown.clone(),
-                    }
-                    .into_stream()
-                });
+                let tail = (!is_settled(state_of(&task)))
+                    .then(|| self.follow_from(ctx, &task_id, seq, bus));
                 let event = StreamResponse {
                     payload: Some(Payload::Task(task)),
                 };
@@ -204,6 +193,10 @@ impl A2aService {
         req: SendMessageRequest,
     ) -> Result<Prepared, A2aError> {
         self.check_extensions(ctx)?;
+        let idempotency = &self.inner.config.idempotency;
+        // The fingerprint is of the request as sent, before ids are minted below.
+        let key = idempotency::key_of(ctx, &req, idempotency.message_id)
+            .map(|key| (key.to_owned(), idempotency::fingerprint(&req)));
         let limits = &self.inner.config.limits;
         let mut message = validate::message(req.message.as_ref(), limits.max_parts)?.clone();
         let cfg = req.configuration.unwrap_or_default();
@@ -266,9 +259,23 @@ impl A2aService {
             history_length,
             return_immediately: cfg.return_immediately,
         };
-        if let Some(task_id) = self.claim(ctx, &message, continues.is_some()).await? {
-            return Ok(Prepared::Duplicate(task_id, opts));
-        }
+        let key = match key {
+            None => None,
+            Some((key, fingerprint)) => {
+                let claim = KeyRequest {
+                    owner: ctx.owner.clone(),
+                    key,
+                    fingerprint,
+                    task_id: message.task_id.clone(),
+                    after_seq: continues.unwrap_or(0),
+                    ttl: Duration::from_secs(idempotency.ttl_secs),
+                };
+                match self.claim_key(claim).await? {
+                    Keyed::Dispatch(hold) => Some(hold),
+                    Keyed::Replay(task_id) => return Ok(Prepared::Replay(task_id, opts)),
+                }
+            }
+        };
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),
@@ -285,6 +292,7 @@ impl A2aService {
             cancel: CancellationToken::new(),
             resume: false,
             priority,
+            key,
         };
         Ok(Prepared::Turn(Box::new(turn), opts))
     }
@@ -360,13 +368,15 @@ impl A2aService {
         rx
     }
 
-    async fn run_turn(&self, turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
+    async fn run_turn(&self, mut turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
+        let key = turn.key.take();
         let (tx, mut rx) = mpsc::channel(AGENT_EVENT_BUFFER);
         let events = AgentEvents::new(tx, turn.cancel.clone());
         let mut runner = Runner {
             svc: self,
             turn: &turn,
             first_tx: Some(first_tx),
+            key,
             current: None,
             pending: Vec::new(),
             upstream: None,
@@ -454,6 +464,26 @@ impl A2aService {
         }
     }
 
+    /// The events of `task_id` after `after_seq` until it settles, from the bus subscription
+    /// `bus` (taken before the snapshot that `after_seq` belongs to).
+    pub(super) fn follow_from(
+        &self,
+        ctx: &RequestContext,
+        task_id: &str,
+        after_seq: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+    ) -> EventStream {
+        Follow {
+            store: self.inner.store.clone(),
+            bus,
+            owner: ctx.owner.clone(),
+            task_id: task_id.to_owned(),
+            after_seq,
+            shutdown: self.inner.shutdown.clone(),
+        }
+        .into_stream()
+    }
+
     pub(crate) async fn subscribe_bus(
         &self,
         task_id: &str,
@@ -483,6 +513,9 @@ struct Runner<'a> {
     svc: &'a A2aService,
     turn: &'a Turn,
     first_tx: Option<oneshot::Sender<Result<First, A2aError>>>,
+    /// The send's idempotency key: kept once the task exists (or the message continuing it is
+    /// recorded); dropped with the runner otherwise, which frees it.
+    key: Option<KeyHold>,
     /// The snapshot and sequence number once the task exists.
     current: Option<(Task, u64)>,
     /// Events staged for the next write.
@@ -531,6 +564,9 @@ impl Runner<'_> {
 
     /// Tells the waiting caller that the task exists (once).
     fn announce(&mut self, task: &Task, seq: u64) {
+        if let Some(key) = self.key.take() {
+            key.keep();
+        }
         if let Some(tx) = self.first_tx.take() {
             let _ = tx.send(Ok(First::Task {
                 task: task.clone(),

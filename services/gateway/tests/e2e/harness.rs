@@ -144,6 +144,36 @@ impl TestGateway {
         resp.json().await.unwrap()
     }
 
+    /// Posts a JSON-RPC request carrying `Idempotency-Key: key`.
+    pub async fn post_keyed(&self, method: &str, params: Value, key: &str) -> reqwest::Response {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.client
+            .post(self.url("/a2a/jsonrpc"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .header("idempotency-key", key)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A JSON-RPC call carrying `Idempotency-Key: key`; the whole response object.
+    pub async fn rpc_keyed(&self, method: &str, params: Value, key: &str) -> Value {
+        let resp = self.post_keyed(method, params, key).await;
+        let status = resp.status();
+        let body = resp.text().await.unwrap();
+        assert_eq!(status, 200, "JSON-RPC answers with HTTP 200: {body}");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+
+    /// How many tasks the anonymous caller has.
+    pub async fn task_count(&self) -> u64 {
+        self.ok("ListTasks", json!({})).await["totalSize"]
+            .as_u64()
+            .unwrap()
+    }
+
     /// The `result` of a call that must succeed.
     pub async fn ok(&self, method: &str, params: Value) -> Value {
         let resp = self.rpc(method, params).await;

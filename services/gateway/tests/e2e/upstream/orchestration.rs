@@ -1,21 +1,25 @@
-//! Orchestration: idempotent SendMessage per (owner, messageId), and the bounded, prioritised
-//! dispatch queue of an upstream agent.
+//! Orchestration: idempotent SendMessage with an `Idempotency-Key` in front of an upstream, and
+//! the bounded, prioritised dispatch queue of an upstream agent.
 
 use serde_json::{Value, json};
 
 use super::{error, front, script, task_until, upstream};
 use crate::harness::{script_message, state};
 
-/// 100 sends of one message (same messageId), all at once: 100 identical answers, one task
-/// at the gateway and one at the upstream.
+/// 100 sends of one request with one `Idempotency-Key`, all at once: 100 identical answers,
+/// one task at the gateway and one at the upstream.
 #[tokio::test]
-async fn duplicate_sends_return_the_same_task() {
+async fn retries_with_one_key_return_the_same_task() {
     let up = upstream("").await;
     let gw = front(&up, "").await;
     let params = json!({"tenant": "up",
         "message": script_message(json!({"chunks": 2, "delayMs": 100}))});
-    let sends = (0..100).map(|_| gw.ok("SendMessage", params.clone()));
-    let answers: Vec<Value> = futures::future::join_all(sends).await;
+    let sends = (0..100).map(|_| gw.rpc_keyed("SendMessage", params.clone(), "retry-1"));
+    let answers: Vec<Value> = futures::future::join_all(sends)
+        .await
+        .into_iter()
+        .map(|a| a["result"].clone())
+        .collect();
     assert_eq!(
         state(&answers[0]["task"]),
         "TASK_STATE_COMPLETED",
@@ -28,15 +32,39 @@ async fn duplicate_sends_return_the_same_task() {
     assert_eq!(gw.ok("ListTasks", json!({})).await["totalSize"], 1);
     assert_eq!(up.ok("ListTasks", json!({})).await["totalSize"], 1);
 
-    // Streaming retries of the same message replay the task instead of dispatching again.
-    let events = gw
-        .stream("SendStreamingMessage", params)
-        .await
-        .collect()
+    // The same request as a stream, with the same key: the blocking send's task, replayed.
+    let replay = gw
+        .post_keyed("SendStreamingMessage", params.clone(), "retry-1")
         .await;
+    let replay = crate::harness::SseStream::new(replay).collect().await;
+    assert_eq!(
+        replay.len(),
+        1,
+        "a settled task is the whole stream: {replay:?}"
+    );
+    assert_eq!(replay[0].data["result"]["task"], answers[0]["task"]);
+    // Without a key the same message (same messageId) is a new message: a new task.
+    let again = gw.ok("SendMessage", params.clone()).await;
+    assert_ne!(again["task"]["id"], answers[0]["task"]["id"]);
+    assert_eq!(up.ok("ListTasks", json!({})).await["totalSize"], 2);
+
+    // Streaming retries with one key replay the first stream's task.
+    let first = crate::harness::SseStream::new(
+        gw.post_keyed("SendStreamingMessage", params.clone(), "stream-1")
+            .await,
+    )
+    .collect()
+    .await;
+    let events = crate::harness::SseStream::new(
+        gw.post_keyed("SendStreamingMessage", params, "stream-1")
+            .await,
+    )
+    .collect()
+    .await;
+    let first_task = &first[0].data["result"]["task"];
     let task = &events[0].data["result"]["task"];
-    assert_eq!(task["id"], answers[0]["task"]["id"], "{events:?}");
-    assert_eq!(up.ok("ListTasks", json!({})).await["totalSize"], 1);
+    assert_eq!(task["id"], first_task["id"], "{events:?}");
+    assert_eq!(up.ok("ListTasks", json!({})).await["totalSize"], 3);
 }
 
 /// Another owner's message ids are theirs: the same id from a second owner is a new task.
