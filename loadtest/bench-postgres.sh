@@ -2,10 +2,11 @@
 # Benchmark of the gateway on PostgreSQL (issue 4). In one run, on one fresh database:
 #   1. pgbench, 64 clients: a one-row INSERT per transaction - the raw PostgreSQL limit here
 #      (synchronous_commit as the server has it, loopback TCP like the gateway)
-#   2. wrk, 64 connections: JSON-RPC SendMessage to echo, every task persisted (its message claim,
-#      then created, artifact and completed stored together: one durable write per task)
-# and prints tasks/s, p50, p99 and the ratio of (2) to (1). Afterwards it checks that the database
-# holds as many tasks as wrk counted successful requests.
+#   2. wrk, 64 connections: JSON-RPC SendMessage to echo, every task persisted (created, artifact
+#      and completed stored together: one durable write per task), without an Idempotency-Key
+#   3. the same with a fresh Idempotency-Key on every request (plus its claim per task)
+# and prints tasks/s, p50, p99 and the ratios of (2) and (3) to (1). After each, it checks that the
+# database holds as many new tasks as wrk counted successful requests.
 # Usage: loadtest/bench-postgres.sh [duration, default 15s]
 #   BENCH_PG_ADMIN_URL  server to use (default postgres://postgres@127.0.0.1:5432/postgres); the
 #                       script creates database a2a_bench_<pid> on it and drops it at the end
@@ -62,19 +63,26 @@ curl -sf -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
   | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage does not complete" >&2; exit 1; }
 
-OUT=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s loadtest/send-echo.lua "http://127.0.0.1:$PORT/a2a/jsonrpc")
-if grep -q "Non-2xx" <<<"$OUT"; then echo "bench: non-2xx responses" >&2; echo "$OUT" >&2; exit 1; fi
-SEND=$(awk '/Requests\/sec/ {print $2}' <<<"$OUT")
-P50=$(awk '$1=="50%" {print $2}' <<<"$OUT")
-P99=$(awk '$1=="99%" {print $2}' <<<"$OUT")
-SENT=$(awk '/requests in/ {print $1}' <<<"$OUT")
-printf '%-34s %10.0f tasks/s p50 %8s   p99 %8s   (%s requests)\n' "SendMessage echo, persisted" "$SEND" "$P50" "$P99" "$SENT" >&2
-
 # Every counted request is a stored, completed task (a JSON-RPC error would still be HTTP 200).
-STORED=$(psql -X -Atq "$DB_URL" -c "SELECT count(*) FROM tasks WHERE state = 3")
-EXPECTED=$((SENT + 1))
-if (( STORED < EXPECTED || STORED > EXPECTED + CONNS )); then
-  echo "bench: the database holds $STORED completed tasks, wrk completed $SENT sends" >&2; exit 1
-fi
-awk -v s="$SEND" -v r="$RAW" 'BEGIN { printf "persisted tasks/s / raw INSERT tx/s: %.2f (aim: >= 0.40)\n", s / r }' >&2
-echo "completed tasks stored: $STORED (wrk completed $SENT + 1 check request)" >&2
+completed() { psql -X -Atq "$DB_URL" -c "SELECT count(*) FROM tasks WHERE state = 3"; }
+BEFORE=$(completed)
+measure() { # label, then BENCH_IDEMPOTENCY for the wrk script
+  local out send p50 p99 sent stored
+  out=$(BENCH_IDEMPOTENCY="$2" wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s loadtest/send-echo.lua \
+    "http://127.0.0.1:$PORT/a2a/jsonrpc")
+  if grep -q "Non-2xx" <<<"$out"; then echo "bench: non-2xx responses" >&2; echo "$out" >&2; exit 1; fi
+  send=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+  sent=$(awk '/requests in/ {print $1}' <<<"$out")
+  printf '%-34s %10.0f tasks/s p50 %8s   p99 %8s   (%s requests)\n' "$1" "$send" "$p50" "$p99" "$sent" >&2
+  stored=$(( $(completed) - BEFORE ))
+  if (( stored < sent || stored > sent + CONNS )); then
+    echo "bench: the database holds $stored new completed tasks, wrk completed $sent sends" >&2; exit 1
+  fi
+  BEFORE=$(( BEFORE + stored ))
+  awk -v s="$send" -v r="$RAW" -v l="$1" 'BEGIN { printf "%s: persisted tasks/s / raw INSERT tx/s: %.2f (aim: >= 0.40)\n", l, s / r }' >&2
+}
+measure "SendMessage echo, persisted" 0
+measure "  ... with an Idempotency-Key" 1
+echo "completed tasks stored: $BEFORE (one per completed send, plus the check request)" >&2
