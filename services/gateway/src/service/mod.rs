@@ -278,7 +278,9 @@ impl A2aService {
         Ok(ctx
             .extensions
             .iter()
-            .filter(|uri| declared.iter().any(|e| &e.uri == *uri))
+            .filter(|uri| {
+                *uri == IDEMPOTENCY_EXTENSION || declared.iter().any(|e| &e.uri == *uri)
+            })
             .cloned()
             .collect())
     }

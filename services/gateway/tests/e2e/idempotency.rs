@@ -376,6 +376,20 @@ async fn the_card_declares_the_extension_and_bad_keys_are_refused() {
         .find(|e| e["uri"] == a2a_gateway::service::IDEMPOTENCY_EXTENSION)
         .unwrap_or_else(|| panic!("declared: {card}"));
     assert_ne!(ext["required"], true);
+    // A client that activates it is told so, as for any supported extension.
+    let resp = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("content-type", "application/json")
+        .header("a2a-extensions", a2a_gateway::service::IDEMPOTENCY_EXTENSION)
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.headers()["a2a-extensions"],
+        a2a_gateway::service::IDEMPOTENCY_EXTENSION
+    );
     let long = "k".repeat(300);
     let refused = send(&gw, Binding::Rest, "m", "x", Some(&long))
         .await
