@@ -26,6 +26,8 @@ pub const GRPC_LAST_EVENT_ID: &str = "a2a-last-event-id";
 pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
 /// W3C Trace Context (HTTP header and gRPC metadata alike).
 pub const TRACEPARENT_HEADER: &str = "traceparent";
+pub const JSON: &str = "application/json";
+pub const A2A_JSON: &str = "application/a2a+json";
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
@@ -74,6 +76,26 @@ pub fn request_context(
         .filter(|v| valid_traceparent(v))
         .map(str::to_owned);
     Ok(ctx)
+}
+
+/// A request body (JSON-RPC, HTTP+JSON) must be `application/json` or `application/a2a+json` (parameters such as
+/// `charset` allowed); a body without a Content-Type is read as JSON.
+pub(crate) fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
+    if body.is_empty() {
+        return Ok(());
+    }
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let raw = value.to_str().unwrap_or("<invalid>").trim();
+    let essence = raw.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case(JSON) || essence.eq_ignore_ascii_case(A2A_JSON) {
+        return Ok(());
+    }
+    Err(A2aError::ContentTypeNotSupported {
+        media_type: raw.to_owned(),
+        agent: "gateway".into(),
+    })
 }
 
 /// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), version not `ff`, ids not all
@@ -131,7 +153,37 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_traceparent;
+    use super::*;
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn content_types() {
+        let ok = [
+            "application/json",
+            "application/a2a+json",
+            "Application/JSON; charset=utf-8",
+        ];
+        for ct in ok {
+            assert!(check_content_type(&headers(&[(header::CONTENT_TYPE, ct)]), b"{}").is_ok());
+        }
+        assert!(check_content_type(&HeaderMap::new(), b"{}").is_ok());
+        let text = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert!(check_content_type(&text, b"").is_ok(), "no body, no check");
+        assert_eq!(
+            check_content_type(&text, b"{}"),
+            Err(A2aError::ContentTypeNotSupported {
+                media_type: "text/plain".into(),
+                agent: "gateway".into()
+            })
+        );
+    }
 
     #[test]
     fn traceparent_validation_follows_w3c() {
