@@ -18,6 +18,8 @@ use a2a_types::v1::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use std::sync::Arc;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -31,7 +33,7 @@ use serde::de::DeserializeOwned;
 use self::routes::{NoRoute, Op, Route};
 use super::{check_content_type, decode, extensions_header, refused, request_context, sse};
 use crate::auth::Credentials;
-use crate::service::{A2aService, EventStream, RequestContext, SeqEvent};
+use crate::service::{A2aService, CardDocument, EventStream, RequestContext, SeqEvent};
 
 pub const PREFIX: &str = "/a2a/rest";
 
@@ -49,6 +51,9 @@ pub fn routes() -> Router<A2aService> {
 enum Reply {
     Json(Vec<u8>),
     Stream(EventStream),
+    /// The extended card, answered with its validators (ETag, Last-Modified) like the public
+    /// card, and `private`: it is for the caller who authenticated.
+    Card(Arc<CardDocument>),
 }
 
 async fn handle(
@@ -119,6 +124,16 @@ async fn handle(
                 .into_response()
         }
         Ok(Reply::Stream(events)) => sse::respond(events, svc.keep_alive(), sse_data),
+        Ok(Reply::Card(doc)) => {
+            let cache = format!("private, max-age={}", doc.max_age_secs);
+            let mut response = super::card::conditional(&doc, &headers, &cache);
+            if response.status() == StatusCode::OK && accepts_a2a_json(&headers) {
+                response
+                    .headers_mut()
+                    .insert(header::CONTENT_TYPE, HeaderValue::from_static(A2A_JSON));
+            }
+            response
+        }
         Err(err) => errors::response(&err),
     };
     if let Some(v) = extensions_header(&activated) {
@@ -213,7 +228,7 @@ async fn call(
             let req = GetExtendedAgentCardRequest {
                 tenant: tenant_or(String::new()),
             };
-            json(&svc.get_extended_agent_card(ctx, req).await?)
+            Reply::Card(svc.extended_agent_card(ctx, req).await?)
         }
     })
 }
