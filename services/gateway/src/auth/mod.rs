@@ -152,11 +152,12 @@ impl Authenticator {
         let mut skill_requirements = HashMap::new();
         let mut card_skill_requirements = HashMap::new();
         for (skill, sets) in &c.skill_requirements {
-            skill_requirements.insert(skill.clone(), compile(sets, &names)?);
+            let what = format!("[auth] skill_requirements.{skill}");
+            skill_requirements.insert(skill.clone(), compile(sets, &names, &what)?);
             card_skill_requirements.insert(skill.clone(), card_sets(sets));
         }
         Ok(Self {
-            requirements: compile(&declared, &names)?,
+            requirements: compile(&declared, &names, "[auth] requirements")?,
             schemes,
             skill_requirements,
             card_schemes: c
@@ -328,8 +329,23 @@ impl Authenticator {
     }
 }
 
-/// Requirements by scheme name → by scheme index; an undeclared name is a config error.
-fn compile(sets: &DeclaredRequirements, names: &[&str]) -> Result<Requirements, String> {
+/// Requirements by scheme name → by scheme index; an undeclared name is a config error, and so
+/// is an empty set: `{}` is OpenAPI's "anonymous allowed", which a gateway that owns tasks by
+/// principal cannot honour beside authenticated callers (whose tasks would an anonymous caller
+/// see?), so it is refused at load rather than guessed at per request.
+fn compile(
+    sets: &DeclaredRequirements,
+    names: &[&str],
+    what: &str,
+) -> Result<Requirements, String> {
+    if let Some(i) = sets.iter().position(BTreeMap::is_empty) {
+        return Err(format!(
+            "{what}[{i}] is an empty requirement `{{}}` (OpenAPI's \"anonymous allowed\"), which \
+             this gateway does not support: every requirement names at least one scheme; to \
+             serve callers without credentials, leave out [auth] (every caller is then \
+             `anonymous`)"
+        ));
+    }
     sets.iter()
         .map(|set| {
             set.iter()

@@ -154,6 +154,28 @@ fn config_errors() {
     );
 }
 
+/// `requirements = [{}]` (OpenAPI's "anonymous allowed") is refused when the config loads,
+/// with a message that names it, never accepted to fail per request.
+#[test]
+fn an_empty_requirement_is_refused_at_load() {
+    for requirements in ["requirements = [{}]", "requirements = [{ key = [] }, {}]"] {
+        let text = format!(
+            "[auth]\n{requirements}\n{}",
+            KEYS.replace("[schemes.", "[auth.schemes.")
+        );
+        let err = crate::config::FileConfig::parse(&text).unwrap_err();
+        assert!(err.contains("[auth] requirements["), "{err}");
+        assert!(err.contains("empty requirement `{}`"), "{err}");
+        assert!(err.contains("anonymous"), "{err}");
+    }
+    let skill = format!(
+        "[auth]\n[auth.skill_requirements]\nscenario = [{{}}]\n{}",
+        KEYS.replace("[schemes.", "[auth.schemes.")
+    );
+    let err = crate::config::FileConfig::parse(&skill).unwrap_err();
+    assert!(err.contains("skill_requirements.scenario[0]"), "{err}");
+}
+
 #[test]
 fn implicit_requirements_are_published_as_one_alternative_per_scheme() {
     let a = auth(

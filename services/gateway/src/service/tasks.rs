@@ -69,6 +69,9 @@ impl A2aService {
                     A2aError::invalid_params("pageToken", "is not a valid page token")
                 })?),
             };
+        if let Some(t) = &req.status_timestamp_after {
+            validate::timestamp(t, "statusTimestampAfter")?;
+        }
         let query = ListQuery {
             context_id: Some(req.context_id).filter(|c| !c.is_empty()),
             status,
