@@ -60,7 +60,7 @@ pub struct SchemeConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
-    /// The principal is `key:<id>`.
+    /// The principal is `apikey:<scheme>:config:<id>` (`crate::auth::api_key_principal`).
     pub id: String,
     /// Hex SHA-256 of the key (preferred: the file then holds no secret).
     pub sha256: Option<String>,

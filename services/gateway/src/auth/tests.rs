@@ -35,9 +35,9 @@ async fn api_keys_in_header() {
         r#"ApiKey realm="a2a-gateway", in="header", name="x-api-key""#
     );
     h.insert("x-api-key", HeaderValue::from_static("alice-secret"));
-    assert_eq!(creds(&h).await.unwrap().owner, "key:alice");
+    assert_eq!(creds(&h).await.unwrap().owner, "apikey:key:config:alice");
     h.insert("x-api-key", HeaderValue::from_static("bob-secret"));
-    assert_eq!(creds(&h).await.unwrap().owner, "key:bob");
+    assert_eq!(creds(&h).await.unwrap().owner, "apikey:key:config:bob");
     h.insert("x-api-key", HeaderValue::from_static("wrong"));
     let err = creds(&h).await.unwrap_err().error;
     assert!(!err.to_string().contains("wrong"), "{err}");
@@ -60,7 +60,10 @@ async fn api_keys_in_query_and_cookie() {
         headers: &empty,
         query: Some("a=b&api_key=in-query"),
     };
-    assert_eq!(a.authenticate(by_query).await.unwrap().owner, "key:q");
+    assert_eq!(
+        a.authenticate(by_query).await.unwrap().owner,
+        "apikey:q:config:q"
+    );
     let mut cookies = HeaderMap::new();
     cookies.insert(
         header::COOKIE,
@@ -70,7 +73,10 @@ async fn api_keys_in_query_and_cookie() {
         headers: &cookies,
         query: None,
     };
-    assert_eq!(a.authenticate(by_cookie).await.unwrap().owner, "key:c");
+    assert_eq!(
+        a.authenticate(by_cookie).await.unwrap().owner,
+        "apikey:c:config:c"
+    );
     let wrong = Credentials {
         headers: &empty,
         query: Some("api_key=nope"),
@@ -133,6 +139,25 @@ impl std::io::Write for SinkWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+#[test]
+fn api_key_principals_are_unambiguous() {
+    use KeySource::{Config, Db};
+    assert_eq!(
+        api_key_principal("key", Config, "ci"),
+        "apikey:key:config:ci"
+    );
+    assert_eq!(api_key_principal("key", Db, "ci"), "apikey:key:db:ci");
+    // A `:` in the scheme cannot make one (scheme, source, id) look like another.
+    let a = api_key_principal("a:config", Config, "x");
+    let b = api_key_principal("a", Config, "config:x");
+    assert_ne!(a, b);
+    assert_eq!(a, "apikey:a%3Aconfig:config:x");
+    assert_ne!(
+        api_key_principal("a%3A", Config, "x"),
+        api_key_principal("a:", Config, "x")
+    );
 }
 
 #[test]

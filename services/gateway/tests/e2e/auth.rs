@@ -95,6 +95,38 @@ pub async fn send(c: &A2aClient) -> Result<SendMessageResponse, ClientError> {
         .await
 }
 
+/// `a` and `b` are different owners: a task `a` creates is missing for `b` (GetTask, and not
+/// in `b`'s ListTasks), and the other way round.
+pub async fn assert_separate_owners(a: &A2aClient, b: &A2aClient, who: &str) {
+    use a2a_types::v1::{GetTaskRequest, ListTasksRequest, send_message_response::Payload};
+    for (x, y) in [(a, b), (b, a)] {
+        let Some(Payload::Task(task)) = send(x).await.unwrap().payload else {
+            panic!("{who}: expected a task");
+        };
+        let got = x.get_task(GetTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        });
+        assert_eq!(got.await.unwrap().id, task.id, "{who}: the owner reads it");
+        let err = y
+            .get_task(GetTaskRequest {
+                id: task.id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(a2a(err), A2aError::TaskNotFound { .. }),
+            "{who}: another owner's task is missing"
+        );
+        let listed = y.list_tasks(ListTasksRequest::default()).await.unwrap();
+        assert!(
+            listed.tasks.iter().all(|t| t.id != task.id),
+            "{who}: another owner's task is not listed"
+        );
+    }
+}
+
 pub fn a2a(e: ClientError) -> A2aError {
     match e {
         ClientError::A2a(e) => e,
