@@ -392,6 +392,70 @@ async fn an_issuer_outage_keeps_the_last_keys() {
     );
 }
 
+/// A discovery document that names another issuer makes the scheme unusable, and the refusal
+/// says why; once the document is right again, tokens are accepted.
+#[tokio::test]
+async fn a_discovery_document_for_another_issuer_is_not_trusted() {
+    let (issuer, gw) = setup(0).await;
+    issuer.set_discovered_issuer(Some("https://elsewhere.example.com"));
+    let token = bearer(&issuer.token(Algorithm::RS256, &issuer.claims("alice", WRITE)));
+    for kind in BINDINGS {
+        let err = send(&client(&gw, kind, Some(("authorization", &token))))
+            .await
+            .unwrap_err();
+        match a2a(err) {
+            A2aError::Unauthenticated(m) => assert!(
+                m.contains("names issuer \"https://elsewhere.example.com\""),
+                "{kind:?}: {m}"
+            ),
+            other => panic!("{kind:?}: {other:?}"),
+        }
+    }
+    assert_eq!(issuer.jwks_fetches(), 0, "no keys were fetched from it");
+    issuer.set_discovered_issuer(None);
+    send(&client(
+        &gw,
+        BindingKind::JsonRpc,
+        Some(("authorization", &token)),
+    ))
+    .await
+    .unwrap();
+}
+
+/// The keys of an https issuer must come from an https `jwks_uri`.
+#[tokio::test]
+async fn an_https_issuer_with_an_http_jwks_uri_is_not_trusted() {
+    let issuer = Issuer::start().await;
+    let configured = "https://issuer.example.com";
+    issuer.set_discovered_issuer(Some(configured));
+    let gw = TestGateway::with_config(&format!(
+        r#"
+[auth.schemes.oidc]
+scheme = {{ httpAuthSecurityScheme = {{ scheme = "Bearer" }} }}
+issuer = "{configured}"
+metadata_url = "{}/.well-known/openid-configuration"
+audiences = ["{AUDIENCE}"]
+"#,
+        issuer.url()
+    ))
+    .await;
+    let mut claims = issuer.claims("alice", WRITE);
+    claims["iss"] = configured.into();
+    let token = bearer(&issuer.token(Algorithm::RS256, &claims));
+    let err = send(&client(
+        &gw,
+        BindingKind::HttpJson,
+        Some(("authorization", &token)),
+    ))
+    .await
+    .unwrap_err();
+    match a2a(err) {
+        A2aError::Unauthenticated(m) => assert!(m.contains("is not https"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(issuer.jwks_fetches(), 0);
+}
+
 #[tokio::test]
 async fn unknown_key_ids_do_not_hammer_the_issuer() {
     let (issuer, gw) = setup(60).await;
