@@ -11,6 +11,7 @@ mod cursor;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod redact;
 pub mod suite;
 
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
@@ -21,6 +22,7 @@ pub use cursor::Cursor;
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
+pub use redact::redact_url;
 
 /// A task snapshot and what the gateway keeps beside it.
 #[derive(Debug, Clone, PartialEq)]
