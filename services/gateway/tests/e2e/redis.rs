@@ -549,14 +549,11 @@ async fn a_subscriber_on_one_replica_sees_a_follow_up_sent_through_another() {
         assert!(format!("{done:?}").contains(&id), "{kind}");
 
         let mut rest = Vec::new();
-        loop {
-            match tokio::time::timeout(Duration::from_secs(10), sub.next())
-                .await
-                .unwrap_or_else(|_| panic!("{kind}: the stream closes after COMPLETED"))
-            {
-                Some(ev) => rest.push(ev.unwrap()),
-                None => break,
-            }
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("{kind}: the stream closes after COMPLETED"))
+        {
+            rest.push(ev.unwrap());
         }
         let states: Vec<_> = rest.iter().filter_map(state_of).collect();
         assert_eq!(
