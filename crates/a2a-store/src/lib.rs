@@ -12,6 +12,7 @@ mod idempotency;
 mod memory;
 #[cfg(feature = "postgres")]
 pub mod pg;
+mod redact;
 pub mod suite;
 
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
@@ -23,6 +24,7 @@ pub use idempotency::{HeldKey, KeyClaim, KeyRequest};
 pub use memory::MemoryTaskStore;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
+pub use redact::redact_url;
 
 /// A task snapshot and what the gateway keeps beside it.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,9 +32,13 @@ impl Timestamp {
         }
     }
 
-    /// Milliseconds since the Unix epoch (sub-millisecond digits are dropped).
+    /// Milliseconds since the Unix epoch (sub-millisecond digits are dropped). Saturates for a
+    /// timestamp outside any calendar (gRPC carries seconds as they come), instead of
+    /// overflowing.
     pub fn as_millis(&self) -> i64 {
-        self.seconds * 1000 + i64::from(self.nanos) / 1_000_000
+        self.seconds
+            .saturating_mul(1000)
+            .saturating_add(i64::from(self.nanos) / 1_000_000)
     }
 
     pub fn to_datetime(self) -> Option<DateTime<Utc>> {
@@ -103,6 +107,20 @@ mod tests {
         let t = Timestamp::from_millis(-1);
         assert_eq!(t.as_millis(), -1);
         assert_eq!(t.to_string(), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn millis_saturate_out_of_range() {
+        let t = Timestamp {
+            seconds: i64::MAX,
+            nanos: 999_999_999,
+        };
+        assert_eq!(t.as_millis(), i64::MAX);
+        let t = Timestamp {
+            seconds: i64::MIN,
+            nanos: -1,
+        };
+        assert_eq!(t.as_millis(), i64::MIN);
     }
 
     #[test]

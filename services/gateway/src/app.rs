@@ -112,6 +112,20 @@ fn pg_options(config: &Config) -> PgOptions {
 }
 
 /// Applies the database migrations (`a2a-gateway migrate`, or `serve` with `A2A_MIGRATE=1`).
+/// The warning to log at start when the gateway listens beyond loopback without `[auth]`:
+/// every caller is then `anonymous`, one owner, so anyone who reaches the port sees and
+/// changes every task.
+pub fn open_access_warning(config: &Config, addr: std::net::SocketAddr) -> Option<String> {
+    if config.file.auth.is_some() || addr.ip().is_loopback() {
+        return None;
+    }
+    Some(format!(
+        "listening on {addr}, beyond loopback, with no [auth]: every caller is `anonymous` and \
+         shares one owner, so anyone who can reach this address reads, continues and cancels \
+         every task; declare [auth] schemes (README, Authentication) or listen on 127.0.0.1"
+    ))
+}
+
 pub async fn migrate(config: &Config) -> Result<(), String> {
     let url = config
         .database_url
@@ -209,4 +223,32 @@ pub async fn serve(
     axum::serve(listener, router(svc))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    #[test]
+    fn open_access_is_warned_about_beyond_loopback_only() {
+        let open = Config::from_parts(FileConfig::default(), |_| None).unwrap();
+        let warn = |c: &Config, a: &str| open_access_warning(c, a.parse().unwrap());
+        let w = warn(&open, "0.0.0.0:8080").expect("a warning");
+        assert!(w.contains("shares one owner"), "{w}");
+        assert!(warn(&open, "[::]:8080").is_some());
+        assert!(warn(&open, "10.1.2.3:8080").is_some());
+        assert!(warn(&open, "127.0.0.1:8080").is_none());
+        assert!(warn(&open, "[::1]:8080").is_none());
+        let auth = FileConfig::parse(
+            r#"
+            [auth.schemes.key]
+            scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+            keys = [{ id = "k", key = "k" }]
+            "#,
+        )
+        .unwrap();
+        let closed = Config::from_parts(auth, |_| None).unwrap();
+        assert!(warn(&closed, "0.0.0.0:8080").is_none());
+    }
 }

@@ -59,7 +59,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
 ];
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub public_url: String,
@@ -72,6 +72,23 @@ pub struct Config {
     /// This process's replica id (random per start): the owner of its dispatch lease.
     pub replica: String,
     pub file: FileConfig,
+}
+
+/// The URLs print without their passwords; the file's secrets are redacted by its own types.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |u: &Option<String>| u.as_deref().map(a2a_store::redact_url);
+        f.debug_struct("Config")
+            .field("listen", &self.listen)
+            .field("public_url", &self.public_url)
+            .field("database_url", &redacted(&self.database_url))
+            .field("database", &self.database)
+            .field("redis_url", &redacted(&self.redis_url))
+            .field("redis_prefix", &self.redis_prefix)
+            .field("replica", &self.replica)
+            .field("file", &self.file)
+            .finish()
+    }
 }
 
 /// What the configuration file may set. Unknown keys are rejected so typos fail loudly.
@@ -499,6 +516,48 @@ mod tests {
         let c = Config::from_parts(f, env(&[])).unwrap();
         assert_eq!(c.file.default_agent.as_deref(), Some("echo"));
         assert!(c.file.extended_card.is_some());
+    }
+
+    /// Debug output (what a log line or a panic message shows) holds no secret of the
+    /// configuration: URL passwords, API keys, upstream credentials.
+    #[test]
+    fn debug_redacts_secrets() {
+        let file = FileConfig::parse(
+            r#"
+            [auth.schemes.key]
+            scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+            keys = [{ id = "ci", key = "plain-api-key" }]
+            [[agents]]
+            name = "up"
+            card_url = "http://127.0.0.1:9"
+            credentials = { client_id = "robot", client_secret = "client-secret-value" }
+            [[agents]]
+            name = "up2"
+            card_url = "http://127.0.0.1:9"
+            credentials = { api_key = "upstream-api-key" }
+            "#,
+        )
+        .unwrap();
+        let c = Config::from_parts(
+            file,
+            env(&[
+                ("A2A_DATABASE_URL", "postgres://app:db-password@db/a2a"),
+                ("A2A_REDIS_URL", "redis://:redis-password@cache:6379"),
+            ]),
+        )
+        .unwrap();
+        let debug = format!("{c:?}");
+        for secret in [
+            "db-password",
+            "redis-password",
+            "plain-api-key",
+            "client-secret-value",
+            "upstream-api-key",
+        ] {
+            assert!(!debug.contains(secret), "{secret} in {debug}");
+        }
+        assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
+        assert!(debug.contains("\"ci\""), "the key id still prints: {debug}");
     }
 
     #[test]

@@ -30,7 +30,8 @@ pub async fn run(config: &Config, args: &[String]) -> Result<String, String> {
             let hash: [u8; 32] = Sha256::digest(key.as_bytes()).into();
             keys.create(id, &hash).await.map_err(|e| e.to_string())?;
             Ok(format!(
-                "{key}\n# key:{id} created; this is the only time the key is shown"
+                "{key}\n# key {id} created (principal apikey:<scheme>:db:{id}, <scheme> being the \
+                 apiKey scheme that carries it); this is the only time the key is shown"
             ))
         }
         Some("list") => {
@@ -48,7 +49,7 @@ pub async fn run(config: &Config, args: &[String]) -> Result<String, String> {
         Some("revoke") => {
             let id = arg(1)?;
             if keys.revoke(id).await.map_err(|e| e.to_string())? {
-                Ok(format!("key:{id} revoked"))
+                Ok(format!("key {id} revoked"))
             } else {
                 Err(format!("no live key with id {id}"))
             }

@@ -127,6 +127,9 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
         config.mode(),
         config.public_url
     );
+    if let Some(warning) = app::open_access_warning(&config, addr) {
+        tracing::warn!("{warning}");
+    }
     tokio::spawn(a2a_process::shutdown_on_signal(
         shutdown.clone(),
         "closing streams, finishing requests and running turns",

@@ -84,7 +84,7 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("RUST_LOG", "log filter; default info"),
 ];
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WorkerConfig {
     pub database_url: String,
     pub redis_url: Option<String>,
@@ -106,6 +106,35 @@ pub struct WorkerConfig {
     pub log_retention: Duration,
     pub pool_size: u32,
     pub migrate: bool,
+}
+
+/// The URLs print without their passwords (the signing keys print only their ids).
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerConfig")
+            .field("database_url", &a2a_store::redact_url(&self.database_url))
+            .field(
+                "redis_url",
+                &self.redis_url.as_deref().map(a2a_store::redact_url),
+            )
+            .field("redis_prefix", &self.redis_prefix)
+            .field("issuer", &self.issuer)
+            .field("keys", &self.keys)
+            .field("policy", &self.policy)
+            .field("listen", &self.listen)
+            .field("name", &self.name)
+            .field("group", &self.group)
+            .field("concurrency", &self.concurrency)
+            .field("retry", &self.retry)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("claim_idle", &self.claim_idle)
+            .field("lease", &self.lease)
+            .field("token_ttl", &self.token_ttl)
+            .field("log_retention", &self.log_retention)
+            .field("pool_size", &self.pool_size)
+            .field("migrate", &self.migrate)
+            .finish()
+    }
 }
 
 /// How often and how far apart an event is offered to a webhook.
@@ -263,6 +292,20 @@ fn default_name() -> String {
 mod tests {
     use super::*;
     use a2a_testing::env_of as env;
+
+    #[test]
+    fn debug_redacts_the_url_passwords() {
+        let c = WorkerConfig::load(env(&[
+            ("A2A_DATABASE_URL", "postgres://app:db-password@db/a2a"),
+            ("A2A_REDIS_URL", "redis://:redis-password@cache:6379"),
+        ]))
+        .unwrap();
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("db-password"), "{debug}");
+        assert!(!debug.contains("redis-password"), "{debug}");
+        assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
+        assert!(debug.contains("redis://:***@cache:6379"), "{debug}");
+    }
 
     #[test]
     fn defaults_follow_the_issue() {

@@ -57,15 +57,26 @@ pub struct SchemeConfig {
     pub token_cache_secs: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiKeyConfig {
-    /// The principal is `key:<id>`.
+    /// The principal is `apikey:<scheme>:config:<id>` (`crate::auth::api_key_principal`).
     pub id: String,
     /// Hex SHA-256 of the key (preferred: the file then holds no secret).
     pub sha256: Option<String>,
     /// The key itself (embedded tests).
     pub key: Option<String>,
+}
+
+/// The key itself never prints; its id and hash (which holds no secret) do.
+impl std::fmt::Debug for ApiKeyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiKeyConfig")
+            .field("id", &self.id)
+            .field("sha256", &self.sha256)
+            .field("key", &self.key.as_ref().map(|_| "***"))
+            .finish()
+    }
 }
 
 fn default_algorithms() -> Vec<String> {

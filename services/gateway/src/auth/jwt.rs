@@ -208,11 +208,12 @@ impl JwtVerifier {
             Err(e) => {
                 tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the issuer's JWKS");
                 // An issuer outage should not lock everyone out: keep trusting the keys we had.
+                // Without any, the refusal says why (no secret in it: URLs and field names).
                 let stale = self.cache.read().expect("jwks cache lock");
                 return stale
                     .as_ref()
                     .and_then(|(set, _)| set.find(kid).cloned())
-                    .ok_or_else(|| "cannot verify token: issuer keys unavailable".to_owned());
+                    .ok_or_else(|| format!("cannot verify token: issuer keys unavailable ({e})"));
             }
         };
         let found = set.find(kid).cloned();
@@ -222,11 +223,7 @@ impl JwtVerifier {
 
     async fn fetch(&self) -> Result<JwkSet, String> {
         let meta: Value = self.get(&self.metadata_url).await?;
-        let jwks_uri = meta
-            .get("jwks_uri")
-            .and_then(Value::as_str)
-            .ok_or("metadata has no jwks_uri")?
-            .to_owned();
+        let jwks_uri = trusted_jwks_uri(&self.issuer, &self.metadata_url, &meta)?;
         let set: Value = self.get(&jwks_uri).await?;
         // Keep the keys we can parse; one exotic key must not hide the others.
         let keys = set
@@ -253,6 +250,40 @@ impl JwtVerifier {
     }
 }
 
+/// The `jwks_uri` of a discovery (or OAuth2 metadata) document, if the document may be trusted
+/// for `issuer`: its `issuer` must be exactly the configured one (OpenID Connect Discovery §4.3,
+/// RFC 8414 §3.3), and `jwks_uri` must be https, or use the configured issuer's own scheme (an
+/// http issuer in tests). Otherwise keys from elsewhere could sign tokens for this issuer.
+fn trusted_jwks_uri(issuer: &str, metadata_url: &str, meta: &Value) -> Result<String, String> {
+    match meta.get("issuer").and_then(Value::as_str) {
+        Some(i) if i == issuer => {}
+        Some(i) => {
+            return Err(format!(
+                "discovery document {metadata_url} names issuer {i:?}, not the configured \
+                 {issuer:?}"
+            ));
+        }
+        None => return Err(format!("discovery document {metadata_url} has no issuer")),
+    }
+    let jwks_uri = meta
+        .get("jwks_uri")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("discovery document {metadata_url} has no jwks_uri"))?;
+    let scheme = |u: &str| url::Url::parse(u).ok().map(|u| u.scheme().to_owned());
+    let allowed = match scheme(jwks_uri).as_deref() {
+        Some("https") => true,
+        Some(s) => scheme(issuer).as_deref() == Some(s),
+        None => false,
+    };
+    if !allowed {
+        return Err(format!(
+            "discovery document {metadata_url}: jwks_uri {jwks_uri:?} is not https (nor the \
+             configured issuer's scheme)"
+        ));
+    }
+    Ok(jwks_uri.to_owned())
+}
+
 /// The scopes of `need` that `have` lacks.
 pub fn missing_scopes<'a>(need: &'a [String], have: &[String]) -> Vec<&'a str> {
     let have: HashSet<&str> = have.iter().map(String::as_str).collect();
@@ -260,4 +291,55 @@ pub fn missing_scopes<'a>(need: &'a [String], have: &[String]) -> Vec<&'a str> {
         .map(String::as_str)
         .filter(|s| !have.contains(s))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::trusted_jwks_uri;
+
+    const META: &str = "https://id.example.com/.well-known/openid-configuration";
+
+    #[test]
+    fn discovery_documents_must_name_the_issuer_and_an_https_jwks_uri() {
+        let ok = json!({"issuer": "https://id.example.com", "jwks_uri": "https://keys.example.com/jwks"});
+        assert_eq!(
+            trusted_jwks_uri("https://id.example.com", META, &ok).unwrap(),
+            "https://keys.example.com/jwks"
+        );
+        let other = json!({"issuer": "https://evil.example.com", "jwks_uri": "https://evil.example.com/jwks"});
+        let err = trusted_jwks_uri("https://id.example.com", META, &other).unwrap_err();
+        assert!(
+            err.contains("names issuer \"https://evil.example.com\""),
+            "{err}"
+        );
+        let slash =
+            json!({"issuer": "https://id.example.com/", "jwks_uri": "https://id.example.com/jwks"});
+        assert!(
+            trusted_jwks_uri("https://id.example.com", META, &slash).is_err(),
+            "exact match"
+        );
+        let missing = json!({"jwks_uri": "https://id.example.com/jwks"});
+        assert!(
+            trusted_jwks_uri("https://id.example.com", META, &missing)
+                .unwrap_err()
+                .contains("has no issuer")
+        );
+        let http =
+            json!({"issuer": "https://id.example.com", "jwks_uri": "http://id.example.com/jwks"});
+        let err = trusted_jwks_uri("https://id.example.com", META, &http).unwrap_err();
+        assert!(err.contains("is not https"), "{err}");
+        let relative = json!({"issuer": "https://id.example.com", "jwks_uri": "/jwks"});
+        assert!(trusted_jwks_uri("https://id.example.com", META, &relative).is_err());
+        // An http issuer (a test issuer on loopback) may serve its keys over http.
+        let local = json!({"issuer": "http://127.0.0.1:9", "jwks_uri": "http://127.0.0.1:9/jwks"});
+        assert!(trusted_jwks_uri("http://127.0.0.1:9", META, &local).is_ok());
+        let no_keys = json!({"issuer": "https://id.example.com"});
+        assert!(
+            trusted_jwks_uri("https://id.example.com", META, &no_keys)
+                .unwrap_err()
+                .contains("no jwks_uri")
+        );
+    }
 }

@@ -45,7 +45,8 @@ impl KeyDirectory for a2a_store::PgApiKeys {
     }
 }
 
-/// The authenticated caller: `key:<id>` or `<issuer>|<subject>`.
+/// The authenticated caller: `apikey:<scheme>:config:<id>` or `apikey:<scheme>:db:<id>` (see
+/// [`api_key_principal`]), or `<issuer>|<subject>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub owner: String,
@@ -74,6 +75,8 @@ enum Location {
 enum Scheme {
     ApiKey {
         location: Location,
+        /// The scheme's name, as [`api_key_principal`] writes it.
+        scheme: String,
         /// (id, SHA-256 of the key).
         keys: Vec<(String, [u8; 32])>,
         /// Consulted when no configured key matches.
@@ -152,11 +155,12 @@ impl Authenticator {
         let mut skill_requirements = HashMap::new();
         let mut card_skill_requirements = HashMap::new();
         for (skill, sets) in &c.skill_requirements {
-            skill_requirements.insert(skill.clone(), compile(sets, &names)?);
+            let what = format!("[auth] skill_requirements.{skill}");
+            skill_requirements.insert(skill.clone(), compile(sets, &names, &what)?);
             card_skill_requirements.insert(skill.clone(), card_sets(sets));
         }
         Ok(Self {
-            requirements: compile(&declared, &names)?,
+            requirements: compile(&declared, &names, "[auth] requirements")?,
             schemes,
             skill_requirements,
             card_schemes: c
@@ -328,8 +332,23 @@ impl Authenticator {
     }
 }
 
-/// Requirements by scheme name → by scheme index; an undeclared name is a config error.
-fn compile(sets: &DeclaredRequirements, names: &[&str]) -> Result<Requirements, String> {
+/// Requirements by scheme name → by scheme index; an undeclared name is a config error, and so
+/// is an empty set: `{}` is OpenAPI's "anonymous allowed", which a gateway that owns tasks by
+/// principal cannot honour beside authenticated callers (whose tasks would an anonymous caller
+/// see?), so it is refused at load rather than guessed at per request.
+fn compile(
+    sets: &DeclaredRequirements,
+    names: &[&str],
+    what: &str,
+) -> Result<Requirements, String> {
+    if let Some(i) = sets.iter().position(BTreeMap::is_empty) {
+        return Err(format!(
+            "{what}[{i}] is an empty requirement `{{}}` (OpenAPI's \"anonymous allowed\"), which \
+             this gateway does not support: every requirement names at least one scheme; to \
+             serve callers without credentials, leave out [auth] (every caller is then \
+             `anonymous`)"
+        ));
+    }
     sets.iter()
         .map(|set| {
             set.iter()
@@ -405,9 +424,31 @@ fn api_key_scheme(
     }
     Ok(Scheme::ApiKey {
         location,
+        scheme: name.to_owned(),
         keys,
         directory,
     })
+}
+
+/// Where an API key was found: the configuration's `keys`, or the database's `api_keys`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeySource {
+    Config,
+    Db,
+}
+
+/// The owner of what an API key does: `apikey:<scheme>:<config|db>:<id>`. The scheme and the
+/// source are part of it, so two keys that share an id (one in the file, one in the database,
+/// or one per scheme) are two owners. In the scheme name `%` and `:` are percent-encoded, so
+/// the scheme ends at the third `:` and the id (which may hold anything) is the rest: no two
+/// (scheme, source, id) give one string.
+pub fn api_key_principal(scheme: &str, source: KeySource, id: &str) -> String {
+    let scheme = scheme.replace('%', "%25").replace(':', "%3A");
+    let source = match source {
+        KeySource::Config => "config",
+        KeySource::Db => "db",
+    };
+    format!("apikey:{scheme}:{source}:{id}")
 }
 
 fn decode_hex(hex: &str) -> Option<[u8; 32]> {
@@ -427,6 +468,7 @@ async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identit
     match scheme {
         Scheme::ApiKey {
             location,
+            scheme,
             keys,
             directory,
         } => {
@@ -442,16 +484,20 @@ async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identit
                 }
             }
             let found = match (found, directory) {
-                (Some(id), _) => Some(id.clone()),
-                (None, Some(dir)) => dir.lookup(&digest).await.map_err(|e| {
-                    tracing::warn!(error = %e, "cannot look up an API key");
-                    "cannot check the API key now (key store unavailable)".to_owned()
-                })?,
+                (Some(id), _) => Some((KeySource::Config, id.clone())),
+                (None, Some(dir)) => dir
+                    .lookup(&digest)
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "cannot look up an API key");
+                        "cannot check the API key now (key store unavailable)".to_owned()
+                    })?
+                    .map(|id| (KeySource::Db, id)),
                 (None, None) => None,
             };
             match found {
-                Some(id) => Ok(Some(Identity {
-                    principal: format!("key:{id}"),
+                Some((source, id)) => Ok(Some(Identity {
+                    principal: api_key_principal(scheme, source, &id),
                     scopes: Vec::new(),
                 })),
                 None => Err("API key is not valid".into()),

@@ -35,9 +35,9 @@ async fn api_keys_in_header() {
         r#"ApiKey realm="a2a-gateway", in="header", name="x-api-key""#
     );
     h.insert("x-api-key", HeaderValue::from_static("alice-secret"));
-    assert_eq!(creds(&h).await.unwrap().owner, "key:alice");
+    assert_eq!(creds(&h).await.unwrap().owner, "apikey:key:config:alice");
     h.insert("x-api-key", HeaderValue::from_static("bob-secret"));
-    assert_eq!(creds(&h).await.unwrap().owner, "key:bob");
+    assert_eq!(creds(&h).await.unwrap().owner, "apikey:key:config:bob");
     h.insert("x-api-key", HeaderValue::from_static("wrong"));
     let err = creds(&h).await.unwrap_err().error;
     assert!(!err.to_string().contains("wrong"), "{err}");
@@ -60,7 +60,10 @@ async fn api_keys_in_query_and_cookie() {
         headers: &empty,
         query: Some("a=b&api_key=in-query"),
     };
-    assert_eq!(a.authenticate(by_query).await.unwrap().owner, "key:q");
+    assert_eq!(
+        a.authenticate(by_query).await.unwrap().owner,
+        "apikey:q:config:q"
+    );
     let mut cookies = HeaderMap::new();
     cookies.insert(
         header::COOKIE,
@@ -70,7 +73,10 @@ async fn api_keys_in_query_and_cookie() {
         headers: &cookies,
         query: None,
     };
-    assert_eq!(a.authenticate(by_cookie).await.unwrap().owner, "key:c");
+    assert_eq!(
+        a.authenticate(by_cookie).await.unwrap().owner,
+        "apikey:c:config:c"
+    );
     let wrong = Credentials {
         headers: &empty,
         query: Some("api_key=nope"),
@@ -136,6 +142,25 @@ impl std::io::Write for SinkWriter {
 }
 
 #[test]
+fn api_key_principals_are_unambiguous() {
+    use KeySource::{Config, Db};
+    assert_eq!(
+        api_key_principal("key", Config, "ci"),
+        "apikey:key:config:ci"
+    );
+    assert_eq!(api_key_principal("key", Db, "ci"), "apikey:key:db:ci");
+    // A `:` in the scheme cannot make one (scheme, source, id) look like another.
+    let a = api_key_principal("a:config", Config, "x");
+    let b = api_key_principal("a", Config, "config:x");
+    assert_ne!(a, b);
+    assert_eq!(a, "apikey:a%3Aconfig:config:x");
+    assert_ne!(
+        api_key_principal("a%3A", Config, "x"),
+        api_key_principal("a:", Config, "x")
+    );
+}
+
+#[test]
 fn config_errors() {
     let bad = |t: &str| {
         Authenticator::new(&toml::from_str::<AuthConfig>(t).unwrap())
@@ -152,6 +177,28 @@ fn config_errors() {
             algorithms = ["HS256"]"#)
         .contains("HMAC")
     );
+}
+
+/// `requirements = [{}]` (OpenAPI's "anonymous allowed") is refused when the config loads,
+/// with a message that names it, never accepted to fail per request.
+#[test]
+fn an_empty_requirement_is_refused_at_load() {
+    for requirements in ["requirements = [{}]", "requirements = [{ key = [] }, {}]"] {
+        let text = format!(
+            "[auth]\n{requirements}\n{}",
+            KEYS.replace("[schemes.", "[auth.schemes.")
+        );
+        let err = crate::config::FileConfig::parse(&text).unwrap_err();
+        assert!(err.contains("[auth] requirements["), "{err}");
+        assert!(err.contains("empty requirement `{}`"), "{err}");
+        assert!(err.contains("anonymous"), "{err}");
+    }
+    let skill = format!(
+        "[auth]\n[auth.skill_requirements]\nscenario = [{{}}]\n{}",
+        KEYS.replace("[schemes.", "[auth.schemes.")
+    );
+    let err = crate::config::FileConfig::parse(&skill).unwrap_err();
+    assert!(err.contains("skill_requirements.scenario[0]"), "{err}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{decode, extensions_header, refused, request_context, sse};
+use super::{check_content_type, decode, extensions_header, refused, request_context, sse};
 use crate::auth::Credentials;
 use crate::service::{A2aService, EventStream, RequestContext};
 
@@ -71,11 +71,14 @@ pub async fn handle(
             return json_response(error_body(&Value::Null, &err));
         }
     };
-    let envelope = match parse_envelope(&body) {
+    // Checked before the envelope is read, so its error has no id (the body may not be JSON).
+    if let Err(err) = check_content_type(&headers, &body) {
+        return json_response(error_body(&Value::Null, &err));
+    }
+    let (id, method, params) = match parse_envelope(&body) {
         Ok(e) => e,
-        Err(err) => return json_response(error_body(&Value::Null, &err)),
+        Err((id, err)) => return json_response(error_body(&id, &err)),
     };
-    let (id, method, params) = envelope;
     let mut ctx = match request_context(&headers, uri.query()) {
         Ok(ctx) => ctx,
         Err(err) => return json_response(error_body(&id, &err)),
@@ -112,41 +115,53 @@ pub async fn handle(
 }
 
 /// Splits a request into (id, method, params), with the JSON-RPC error for each malformation.
-fn parse_envelope(body: &[u8]) -> Result<(Value, String, Option<&RawValue>), A2aError> {
+/// The error carries the request's id whenever one could be read (JSON-RPC 2.0 §5: null only
+/// when the id cannot be determined: a parse error, or an id that is not a string, a number or
+/// null).
+fn parse_envelope(body: &[u8]) -> Result<(Value, String, Option<&RawValue>), (Value, A2aError)> {
     let envelope: Envelope = match serde_json::from_slice(body) {
         Ok(e) => e,
-        Err(e) if e.is_syntax() || e.is_eof() => return Err(A2aError::Parse(e.to_string())),
+        Err(e) if e.is_syntax() || e.is_eof() => {
+            return Err((Value::Null, A2aError::Parse(e.to_string())));
+        }
         Err(_) => {
-            return Err(A2aError::InvalidRequest(
+            let err = A2aError::InvalidRequest(
                 "the request must be a JSON-RPC 2.0 request object (batches are not supported)"
                     .into(),
-            ));
+            );
+            return Err((salvaged_id(body), err));
         }
     };
     let id = match envelope.id {
         None => Value::Null,
         Some(id @ (Value::Null | Value::String(_) | Value::Number(_))) => id,
         Some(_) => {
-            return Err(A2aError::InvalidRequest(
-                "id must be a string, a number or null".into(),
+            return Err((
+                Value::Null,
+                A2aError::InvalidRequest("id must be a string, a number or null".into()),
             ));
         }
     };
-    let invalid = |msg: &str| (id.clone(), A2aError::InvalidRequest(msg.to_owned()));
-    let checked = (|| {
-        if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
-            return Err(invalid("jsonrpc must be \"2.0\""));
-        }
-        match envelope.method {
-            Some(Value::String(m)) if !m.is_empty() => Ok(m),
-            Some(_) => Err(invalid("method must be a non-empty string")),
-            None => Err(invalid("method is required")),
-        }
-    })();
-    match checked {
-        Ok(method) => Ok((id, method, envelope.params)),
-        // Keep the id the client sent in the error response when it could be read.
-        Err((_, e)) => Err(e),
+    let invalid = |msg: &str| Err((id.clone(), A2aError::InvalidRequest(msg.to_owned())));
+    if envelope.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+        return invalid("jsonrpc must be \"2.0\"");
+    }
+    match envelope.method {
+        Some(Value::String(m)) if !m.is_empty() => Ok((id, m, envelope.params)),
+        Some(_) => invalid("method must be a non-empty string"),
+        None => invalid("method is required"),
+    }
+}
+
+/// The id of an object that is JSON but not a well-formed envelope (a duplicated member, say),
+/// if it has a usable one.
+fn salvaged_id(body: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(mut o)) => match o.remove("id") {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id,
+            _ => Value::Null,
+        },
+        _ => Value::Null,
     }
 }
 
@@ -296,23 +311,40 @@ mod tests {
 
     #[test]
     fn envelope_errors() {
-        assert!(matches!(parse_envelope(b"{oops"), Err(A2aError::Parse(_))));
+        let null = Value::Null;
+        assert!(matches!(
+            parse_envelope(b"{oops"),
+            Err((Value::Null, A2aError::Parse(_)))
+        ));
         assert!(matches!(
             parse_envelope(b"[]"),
-            Err(A2aError::InvalidRequest(_))
+            Err((Value::Null, A2aError::InvalidRequest(_)))
         ));
-        assert!(matches!(
-            parse_envelope(br#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#),
-            Err(A2aError::InvalidRequest(_))
-        ));
-        assert!(matches!(
-            parse_envelope(br#"{"jsonrpc":"2.0","id":{},"method":"GetTask"}"#),
-            Err(A2aError::InvalidRequest(_))
-        ));
-        assert!(matches!(
-            parse_envelope(br#"{"jsonrpc":"2.0","id":1}"#),
-            Err(A2aError::InvalidRequest(_))
-        ));
+        // Once the id could be read, the error carries it.
+        for (body, id) in [
+            (
+                &br#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#[..],
+                Value::from(1),
+            ),
+            (br#"{"id":"a","method":"GetTask"}"#, Value::from("a")),
+            (br#"{"jsonrpc":"2.0","id":7}"#, Value::from(7)),
+            (br#"{"jsonrpc":"2.0","id":7,"method":3}"#, Value::from(7)),
+            (
+                br#"{"jsonrpc":"2.0","id":"d","id":"d","method":"GetTask"}"#,
+                Value::from("d"),
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":{},"method":"GetTask"}"#,
+                null.clone(),
+            ),
+        ] {
+            match parse_envelope(body) {
+                Err((got, A2aError::InvalidRequest(_))) => {
+                    assert_eq!(got, id, "{}", String::from_utf8_lossy(body))
+                }
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(body)),
+            }
+        }
         let (id, method, params) =
             parse_envelope(br#"{"jsonrpc":"2.0","id":"a","method":"GetTask","params":{"id":"x"}}"#)
                 .unwrap();

@@ -30,6 +30,8 @@ pub const TRACEPARENT_HEADER: &str = "traceparent";
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 /// The longest `Idempotency-Key` accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
+pub const JSON: &str = "application/json";
+pub const A2A_JSON: &str = "application/a2a+json";
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
@@ -106,6 +108,26 @@ fn idempotency_key(value: &HeaderValue) -> Result<String, A2aError> {
     Ok(key.to_owned())
 }
 
+/// A request body (JSON-RPC, HTTP+JSON) must be `application/json` or `application/a2a+json` (parameters such as
+/// `charset` allowed); a body without a Content-Type is read as JSON.
+pub(crate) fn check_content_type(headers: &HeaderMap, body: &[u8]) -> Result<(), A2aError> {
+    if body.is_empty() {
+        return Ok(());
+    }
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let raw = value.to_str().unwrap_or("<invalid>").trim();
+    let essence = raw.split(';').next().unwrap_or_default().trim();
+    if essence.eq_ignore_ascii_case(JSON) || essence.eq_ignore_ascii_case(A2A_JSON) {
+        return Ok(());
+    }
+    Err(A2aError::ContentTypeNotSupported {
+        media_type: raw.to_owned(),
+        agent: "gateway".into(),
+    })
+}
+
 /// `version-traceid-parentid-flags` in lowercase hex (2-32-16-2), version not `ff`, ids not all
 /// zeros; longer values are allowed for future versions only.
 fn valid_traceparent(v: &str) -> bool {
@@ -161,8 +183,7 @@ fn query_param(query: Option<&str>, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{idempotency_key, valid_traceparent};
-    use axum::http::HeaderValue;
+    use super::*;
 
     #[test]
     fn idempotency_keys_are_sf_strings_or_tokens() {
@@ -172,6 +193,36 @@ mod tests {
         for bad in ["", "\"\"", "a b", &"k".repeat(256)] {
             assert!(key(bad).is_err(), "{bad:?}");
         }
+    }
+
+    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn content_types() {
+        let ok = [
+            "application/json",
+            "application/a2a+json",
+            "Application/JSON; charset=utf-8",
+        ];
+        for ct in ok {
+            assert!(check_content_type(&headers(&[(header::CONTENT_TYPE, ct)]), b"{}").is_ok());
+        }
+        assert!(check_content_type(&HeaderMap::new(), b"{}").is_ok());
+        let text = headers(&[(header::CONTENT_TYPE, "text/plain")]);
+        assert!(check_content_type(&text, b"").is_ok(), "no body, no check");
+        assert_eq!(
+            check_content_type(&text, b"{}"),
+            Err(A2aError::ContentTypeNotSupported {
+                media_type: "text/plain".into(),
+                agent: "gateway".into()
+            })
+        );
     }
 
     #[test]

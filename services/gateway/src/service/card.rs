@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use chrono::{DateTime, Timelike, Utc};
 use sha2::{Digest, Sha256};
 
 use super::{A2aService, RequestContext};
@@ -50,11 +51,23 @@ pub struct CardDocument {
     pub json: Bytes,
     /// Strong validator: a hash of `json`, quoted.
     pub etag: String,
+    /// When this card's content last changed (in this process: when it was first built, or
+    /// rebuilt differently), in whole seconds as `Last-Modified` carries it.
+    pub last_modified: DateTime<Utc>,
     pub max_age_secs: u64,
 }
 
 impl CardDocument {
-    fn new(card: AgentCard, max_age_secs: u64) -> Self {
+    /// The document of `card`; it keeps `previous`'s `last_modified` if the content is the same.
+    fn new(card: AgentCard, max_age_secs: u64, previous: Option<&CardDocument>) -> Self {
+        let mut doc = Self::at(card, max_age_secs, Utc::now());
+        if let Some(p) = previous.filter(|p| p.etag == doc.etag) {
+            doc.last_modified = p.last_modified;
+        }
+        doc
+    }
+
+    fn at(card: AgentCard, max_age_secs: u64, now: DateTime<Utc>) -> Self {
         let json = Bytes::from(serde_json::to_vec(&card).expect("an AgentCard always serialises"));
         let digest = Sha256::digest(&json);
         let etag = format!(
@@ -68,6 +81,7 @@ impl CardDocument {
             card,
             json,
             etag,
+            last_modified: now.with_nanosecond(0).unwrap_or(now),
             max_age_secs,
         }
     }
@@ -76,7 +90,7 @@ impl CardDocument {
 pub(crate) struct Cards {
     public: Arc<CardDocument>,
     /// `Some` when `[extended_card]` is configured.
-    extended: Option<AgentCard>,
+    extended: Option<Arc<CardDocument>>,
     /// Per upstream agent: its card rewritten to point at this gateway (tenant = its name),
     /// served at `/agents/{name}/.well-known/agent-card.json`.
     agents: HashMap<String, Arc<CardDocument>>,
@@ -127,11 +141,13 @@ fn rewritten(upstream: &AgentCard, name: &str, public_url: &str, gateway: &Agent
 }
 
 impl Cards {
+    /// The cards; a card whose content is what it was in `previous` keeps its `last_modified`.
     pub fn build(
         config: &FileConfig,
         agents: &AgentRegistry,
         public_url: &str,
         auth: Option<&Authenticator>,
+        previous: Option<&Cards>,
     ) -> Self {
         let c = &config.card;
         let with_requirements = |mut skill: AgentSkill| {
@@ -203,19 +219,25 @@ impl Cards {
             }
             card.skills
                 .extend(x.skills.iter().map(AgentSkill::from).map(with_requirements));
-            card
+            let before = previous.and_then(|p| p.extended.as_deref());
+            Arc::new(CardDocument::new(card, c.cache_max_age_secs, before))
         });
         let agents = agents
             .iter()
             .filter_map(|a| {
                 let upstream = a.upstream_card()?;
                 let card = rewritten(&upstream, a.name(), public_url, &card);
-                let doc = CardDocument::new(card, c.cache_max_age_secs);
+                let before = previous.and_then(|p| p.agents.get(a.name())).map(|d| &**d);
+                let doc = CardDocument::new(card, c.cache_max_age_secs, before);
                 Some((a.name().to_owned(), Arc::new(doc)))
             })
             .collect();
         Self {
-            public: Arc::new(CardDocument::new(card, c.cache_max_age_secs)),
+            public: Arc::new(CardDocument::new(
+                card,
+                c.cache_max_age_secs,
+                previous.map(|p| &*p.public),
+            )),
             extended,
             agents,
         }
@@ -248,6 +270,7 @@ impl A2aService {
             &self.inner.agents,
             &self.inner.public_url,
             self.inner.auth.as_ref(),
+            Some(&self.cards()),
         );
         *self.inner.card.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cards);
     }
@@ -255,8 +278,18 @@ impl A2aService {
     pub async fn get_extended_agent_card(
         &self,
         ctx: &RequestContext,
-        _req: GetExtendedAgentCardRequest,
+        req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, A2aError> {
+        Ok(self.extended_agent_card(ctx, req).await?.card.clone())
+    }
+
+    /// GetExtendedAgentCard with the validators HTTP caching needs (the REST binding's ETag,
+    /// Last-Modified and conditional requests).
+    pub async fn extended_agent_card(
+        &self,
+        ctx: &RequestContext,
+        _req: GetExtendedAgentCardRequest,
+    ) -> Result<Arc<CardDocument>, A2aError> {
         self.check_extensions(ctx)?;
         // The extended card is for callers who proved who they are (spec §7.5).
         if self.inner.auth.is_some() && !ctx.authenticated {
@@ -303,4 +336,27 @@ fn push_signature_extension(config: &FileConfig, public_url: &str) -> Option<Age
         required: false,
         params: serde_json::from_value(params).ok(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn last_modified_moves_only_when_the_content_changes() {
+        let card = |name: &str| AgentCard {
+            name: name.into(),
+            ..Default::default()
+        };
+        let then = DateTime::parse_from_rfc3339("2026-01-02T03:04:05.678Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let old = CardDocument::at(card("a"), 60, then);
+        assert_eq!(old.last_modified.to_rfc3339(), "2026-01-02T03:04:05+00:00");
+        let same = CardDocument::new(card("a"), 60, Some(&old));
+        assert_eq!(same.last_modified, old.last_modified);
+        let changed = CardDocument::new(card("b"), 60, Some(&old));
+        assert!(changed.last_modified > old.last_modified);
+        assert_eq!(changed.last_modified.nanosecond(), 0, "whole seconds");
+    }
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 use a2a_bus::BusItem;
 use a2a_store::TaskStore;
 use a2a_types::A2aError;
-use a2a_types::state::{event_state, is_settled};
+use a2a_types::state::{event_state, is_settled, is_terminal};
+use a2a_types::v1::TaskState;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
@@ -31,14 +32,27 @@ pub(crate) struct Follow {
     pub shutdown: CancellationToken,
 }
 
-fn settles(ev: &SeqEvent) -> bool {
-    event_state(&ev.event).is_some_and(is_settled)
+/// Whether `ev` moves the task into a state that `ends` says closes the stream.
+fn ends_with(ev: &SeqEvent, ends: fn(TaskState) -> bool) -> bool {
+    event_state(&ev.event).is_some_and(ends)
 }
 
 impl Follow {
     /// Every event after `after_seq`, in order, ending after the first terminal or interrupted
-    /// state (or at shutdown). A store failure is yielded as the last item.
+    /// state (or at shutdown): what a send waits for, since an interrupted task waits for the
+    /// caller's next message. A store failure is yielded as the last item.
     pub fn into_stream(self) -> EventStream {
+        self.stream_until(is_settled)
+    }
+
+    /// As [`Self::into_stream`], but ending only after a terminal state: SubscribeToTask
+    /// (spec §3.1.6) stays open across INPUT_REQUIRED / AUTH_REQUIRED, so a subscriber sees
+    /// the turn the next message starts, whichever replica it reaches.
+    pub fn until_terminal(self) -> EventStream {
+        self.stream_until(is_terminal)
+    }
+
+    fn stream_until(self, ends: fn(TaskState) -> bool) -> EventStream {
         let Follow {
             store,
             mut bus,
@@ -62,7 +76,7 @@ impl Follow {
                         Some(BusItem::Event(ev)) if ev.seq == next => {
                             next += 1;
                             let ev = SeqEvent { seq: Some(ev.seq), event: (*ev.event).clone() };
-                            let done = settles(&ev);
+                            let done = ends_with(&ev, ends);
                             yield Ok(ev);
                             if done {
                                 break 'follow;
@@ -81,7 +95,7 @@ impl Follow {
                         for e in events {
                             next = e.seq + 1;
                             let ev = SeqEvent { seq: Some(e.seq), event: e.event };
-                            let done = settles(&ev);
+                            let done = ends_with(&ev, ends);
                             yield Ok(ev);
                             if done {
                                 break 'follow;

@@ -134,7 +134,7 @@ impl A2aService {
             Authenticator::with_directory(a, keys)
                 .expect("[auth] was validated when the config was parsed")
         });
-        let card = card::Cards::build(&config, &agents, public_url, auth.as_ref());
+        let card = card::Cards::build(&config, &agents, public_url, auth.as_ref(), None);
         let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
             .expect("[push] allowed_hosts was validated when the config was loaded");
         let jwks = serde_json::to_vec(&config.push.keys.jwks())
@@ -278,9 +278,7 @@ impl A2aService {
         Ok(ctx
             .extensions
             .iter()
-            .filter(|uri| {
-                *uri == IDEMPOTENCY_EXTENSION || declared.iter().any(|e| &e.uri == *uri)
-            })
+            .filter(|uri| *uri == IDEMPOTENCY_EXTENSION || declared.iter().any(|e| &e.uri == *uri))
             .cloned()
             .collect())
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use a2a_store::{Cursor, ListQuery, StoreError, TaskChange};
 use a2a_types::A2aError;
-use a2a_types::state::{event_state, is_interrupted, is_settled, is_terminal, state_of};
+use a2a_types::state::{event_state, is_interrupted, is_terminal, state_of};
 use a2a_types::v1::{
     CancelTaskRequest, GetTaskRequest, ListTasksRequest, ListTasksResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskState, TaskStatus, TaskStatusUpdateEvent,
@@ -69,6 +69,9 @@ impl A2aService {
                     A2aError::invalid_params("pageToken", "is not a valid page token")
                 })?),
             };
+        if let Some(t) = &req.status_timestamp_after {
+            validate::timestamp(t, "statusTimestampAfter")?;
+        }
         let query = ListQuery {
             context_id: Some(req.context_id).filter(|c| !c.is_empty()),
             status,
@@ -218,7 +221,7 @@ impl A2aService {
         let state = state_of(&rec.task);
         if let Some(after) = ctx.last_event_id {
             let stream = self
-                .resume(ctx, req.id, rec.seq, is_settled(state), after, bus)
+                .resume(ctx, req.id, rec.seq, is_terminal(state), after, bus)
                 .await?;
             return Ok(stream
                 .map(move |item| {
@@ -227,7 +230,6 @@ impl A2aService {
                 })
                 .boxed());
         }
-        let state = state_of(&rec.task);
         if is_terminal(state) {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {} is {}; a terminal task has no more events",
@@ -238,21 +240,19 @@ impl A2aService {
         let head = futures::stream::once(futures::future::ready(Ok(SeqEvent::task(
             rec.seq, rec.task,
         ))));
-        let stream = if is_interrupted(state) {
-            head.boxed()
-        } else {
-            let tail = Follow {
-                store: self.inner.store.clone(),
-                bus,
-                owner: ctx.owner.clone(),
-                task_id: req.id,
-                after_seq: rec.seq,
-                shutdown: self.inner.shutdown.clone(),
-            }
-            .into_stream();
-            head.chain(tail).boxed()
-        };
-        Ok(stream
+        // An interrupted task (INPUT_REQUIRED, AUTH_REQUIRED) is not the end of a subscription:
+        // the subscriber stays until the task is terminal (spec §3.1.6).
+        let tail = Follow {
+            store: self.inner.store.clone(),
+            bus,
+            owner: ctx.owner.clone(),
+            task_id: req.id,
+            after_seq: rec.seq,
+            shutdown: self.inner.shutdown.clone(),
+        }
+        .until_terminal();
+        Ok(head
+            .chain(tail)
             .map(move |item| {
                 let _permit = &permit;
                 item
@@ -262,15 +262,16 @@ impl A2aService {
 
     /// A reconnecting subscriber (`Last-Event-ID: after`): no Task snapshot, the first event is
     /// the one after `after`. The events it missed come from the event log, then the live tail
-    /// follows; like any stream it ends after the first terminal or interrupted state, so a
-    /// terminal task's events can still be replayed. `bus` was subscribed before `current` (the
-    /// snapshot's seq) was read, so nothing falls between the replay and the tail.
+    /// follows; like any subscription it ends only after a terminal state (an interrupted state
+    /// in the replay does not end it), so a terminal task's events can still be replayed. `bus`
+    /// was subscribed before `current` (the snapshot's seq) was read, so nothing falls between
+    /// the replay and the tail.
     async fn resume(
         &self,
         ctx: &RequestContext,
         task_id: String,
         current: u64,
-        settled_now: bool,
+        terminal_now: bool,
         after: u64,
         bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
     ) -> Result<EventStream, A2aError> {
@@ -290,18 +291,18 @@ impl A2aService {
         let mut last = after;
         for e in logged {
             last = e.seq;
-            let settled = event_state(&e.event).is_some_and(is_settled);
+            let terminal = event_state(&e.event).is_some_and(is_terminal);
             replay.push(Ok(SeqEvent {
                 seq: Some(e.seq),
                 event: e.event,
             }));
-            if settled {
+            if terminal {
                 return Ok(futures::stream::iter(replay).boxed());
             }
         }
-        // Nothing after the snapshot and the snapshot is settled: the client already has the
+        // Nothing after the snapshot and the snapshot is terminal: the client already has the
         // end of the stream.
-        if last >= current && settled_now {
+        if last >= current && terminal_now {
             return Ok(futures::stream::iter(replay).boxed());
         }
         let tail = Follow {
@@ -312,7 +313,7 @@ impl A2aService {
             after_seq: last,
             shutdown: self.inner.shutdown.clone(),
         }
-        .into_stream();
+        .until_terminal();
         Ok(futures::stream::iter(replay).chain(tail).boxed())
     }
 

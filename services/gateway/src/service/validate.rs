@@ -3,6 +3,7 @@
 use a2a_push::AddressPolicy;
 use a2a_types::A2aError;
 use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
+use a2a_types::wkt::Timestamp;
 
 /// `A2A-Version` negotiation. This interface serves 1.x (`1.0`, `1.0.1`, `1.2` all mean 1.0
 /// semantics: patch and minor numbers within major 1 are served as 1.0). A missing or empty
@@ -33,6 +34,30 @@ pub fn history_length(value: Option<i32>, field: &str) -> Result<Option<usize>, 
         Some(n) if n < 0 => Err(A2aError::invalid_params(field, "must not be negative")),
         Some(n) => Ok(Some(n as usize)),
     }
+}
+
+/// The range of `google.protobuf.Timestamp`: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z,
+/// nanos in 0..1e9. gRPC carries seconds and nanos as they are, so anything else (i64::MAX
+/// seconds, negative nanos) is refused here before it is computed with.
+pub fn timestamp(t: &Timestamp, field: &str) -> Result<(), A2aError> {
+    const MIN_SECONDS: i64 = -62_135_596_800;
+    const MAX_SECONDS: i64 = 253_402_300_799;
+    if !(MIN_SECONDS..=MAX_SECONDS).contains(&t.seconds) {
+        return Err(A2aError::invalid_params(
+            field,
+            format!(
+                "seconds {} is outside 0001-01-01T00:00:00Z..9999-12-31T23:59:59Z",
+                t.seconds
+            ),
+        ));
+    }
+    if !(0..1_000_000_000).contains(&t.nanos) {
+        return Err(A2aError::invalid_params(
+            field,
+            format!("nanos {} is outside 0..999999999", t.nanos),
+        ));
+    }
+    Ok(())
 }
 
 pub fn required_id(value: &str, field: &str) -> Result<(), A2aError> {
@@ -166,6 +191,32 @@ mod tests {
                 ),
                 "{bad}"
             );
+        }
+    }
+
+    #[test]
+    fn timestamps_in_the_protobuf_range() {
+        let ts = |seconds, nanos| Timestamp { seconds, nanos };
+        for ok in [
+            ts(0, 0),
+            ts(-62_135_596_800, 0),
+            ts(253_402_300_799, 999_999_999),
+        ] {
+            assert!(timestamp(&ok, "t").is_ok(), "{ok:?}");
+        }
+        for bad in [
+            ts(i64::MAX, 0),
+            ts(i64::MIN, 0),
+            ts(253_402_300_800, 0),
+            ts(0, -1),
+            ts(0, 1_000_000_000),
+        ] {
+            match timestamp(&bad, "statusTimestampAfter") {
+                Err(A2aError::InvalidParams { field, .. }) => {
+                    assert_eq!(field, "statusTimestampAfter")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
         }
     }
 

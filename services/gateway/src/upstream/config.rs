@@ -67,7 +67,10 @@ impl fmt::Debug for AgentConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AgentConfig")
             .field("name", &self.name)
-            .field("card_url", &self.card_url)
+            .field(
+                "card_url",
+                &self.card_url.as_deref().map(a2a_store::redact_url),
+            )
             .field("protocol", &self.protocol)
             .field(
                 "credentials",

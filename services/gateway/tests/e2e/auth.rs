@@ -95,6 +95,38 @@ pub async fn send(c: &A2aClient) -> Result<SendMessageResponse, ClientError> {
         .await
 }
 
+/// `a` and `b` are different owners: a task `a` creates is missing for `b` (GetTask, and not
+/// in `b`'s ListTasks), and the other way round.
+pub async fn assert_separate_owners(a: &A2aClient, b: &A2aClient, who: &str) {
+    use a2a_types::v1::{GetTaskRequest, ListTasksRequest, send_message_response::Payload};
+    for (x, y) in [(a, b), (b, a)] {
+        let Some(Payload::Task(task)) = send(x).await.unwrap().payload else {
+            panic!("{who}: expected a task");
+        };
+        let got = x.get_task(GetTaskRequest {
+            id: task.id.clone(),
+            ..Default::default()
+        });
+        assert_eq!(got.await.unwrap().id, task.id, "{who}: the owner reads it");
+        let err = y
+            .get_task(GetTaskRequest {
+                id: task.id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(a2a(err), A2aError::TaskNotFound { .. }),
+            "{who}: another owner's task is missing"
+        );
+        let listed = y.list_tasks(ListTasksRequest::default()).await.unwrap();
+        assert!(
+            listed.tasks.iter().all(|t| t.id != task.id),
+            "{who}: another owner's task is not listed"
+        );
+    }
+}
+
 pub fn a2a(e: ClientError) -> A2aError {
     match e {
         ClientError::A2a(e) => e,
@@ -358,6 +390,70 @@ async fn an_issuer_outage_keeps_the_last_keys() {
         matches!(&err, A2aError::Unauthenticated(m) if m.contains("unavailable")),
         "{err}"
     );
+}
+
+/// A discovery document that names another issuer makes the scheme unusable, and the refusal
+/// says why; once the document is right again, tokens are accepted.
+#[tokio::test]
+async fn a_discovery_document_for_another_issuer_is_not_trusted() {
+    let (issuer, gw) = setup(0).await;
+    issuer.set_discovered_issuer(Some("https://elsewhere.example.com"));
+    let token = bearer(&issuer.token(Algorithm::RS256, &issuer.claims("alice", WRITE)));
+    for kind in BINDINGS {
+        let err = send(&client(&gw, kind, Some(("authorization", &token))))
+            .await
+            .unwrap_err();
+        match a2a(err) {
+            A2aError::Unauthenticated(m) => assert!(
+                m.contains("names issuer \"https://elsewhere.example.com\""),
+                "{kind:?}: {m}"
+            ),
+            other => panic!("{kind:?}: {other:?}"),
+        }
+    }
+    assert_eq!(issuer.jwks_fetches(), 0, "no keys were fetched from it");
+    issuer.set_discovered_issuer(None);
+    send(&client(
+        &gw,
+        BindingKind::JsonRpc,
+        Some(("authorization", &token)),
+    ))
+    .await
+    .unwrap();
+}
+
+/// The keys of an https issuer must come from an https `jwks_uri`.
+#[tokio::test]
+async fn an_https_issuer_with_an_http_jwks_uri_is_not_trusted() {
+    let issuer = Issuer::start().await;
+    let configured = "https://issuer.example.com";
+    issuer.set_discovered_issuer(Some(configured));
+    let gw = TestGateway::with_config(&format!(
+        r#"
+[auth.schemes.oidc]
+scheme = {{ httpAuthSecurityScheme = {{ scheme = "Bearer" }} }}
+issuer = "{configured}"
+metadata_url = "{}/.well-known/openid-configuration"
+audiences = ["{AUDIENCE}"]
+"#,
+        issuer.url()
+    ))
+    .await;
+    let mut claims = issuer.claims("alice", WRITE);
+    claims["iss"] = configured.into();
+    let token = bearer(&issuer.token(Algorithm::RS256, &claims));
+    let err = send(&client(
+        &gw,
+        BindingKind::HttpJson,
+        Some(("authorization", &token)),
+    ))
+    .await
+    .unwrap_err();
+    match a2a(err) {
+        A2aError::Unauthenticated(m) => assert!(m.contains("is not https"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(issuer.jwks_fetches(), 0);
 }
 
 #[tokio::test]

@@ -127,6 +127,36 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Listening beyond loopback with no `[auth]`: a warning at start says every caller shares one
+/// owner. (Bound on port 0 and killed at once; nothing is served.)
+#[test]
+fn listening_beyond_loopback_without_auth_warns_at_start() {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
+    cmd.env_remove("A2A_CONFIG")
+        .env_remove("A2A_DATABASE_URL")
+        .env_remove("A2A_REDIS_URL")
+        .env_remove("A2A_PUBLIC_URL")
+        .env("A2A_LISTEN", "0.0.0.0:0")
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = Process(cmd.spawn().expect("the gateway binary starts"));
+    let stdout = child.0.stdout.take().unwrap();
+    let lines: Vec<String> = BufReader::new(stdout)
+        .lines()
+        .take(2)
+        .map(|l| l.unwrap())
+        .collect();
+    assert!(
+        lines[0].contains("listening on http://0.0.0.0:"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("WARN"), "{lines:?}");
+    assert!(lines[1].contains("with no [auth]"), "{lines:?}");
+    assert!(lines[1].contains("shares one owner"), "{lines:?}");
+}
+
 #[test]
 fn bad_configuration_fails_with_one_clear_line() {
     let out = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))

@@ -460,6 +460,7 @@ table! {
     list_filters_and_paging("");
     cancel_hang_and_completed("");
     subscribe_joins_mid_stream("");
+    subscribe_waits_past_input_required("");
     push_config_crud("");
     error_unknown_task_on_every_op("");
     error_message_to_terminal_task("");

@@ -49,6 +49,160 @@ async fn envelope_errors_use_the_json_rpc_codes() {
     assert_eq!(r["id"], "x-1", "the id is echoed");
 }
 
+/// Once the envelope parsed, every error carries the request's id, whatever went wrong and
+/// wherever it was found; only a parse error or an unusable id gets `null`.
+#[tokio::test]
+async fn errors_carry_the_request_id() {
+    let gw = TestGateway::with_config(
+        r#"
+[auth.schemes.key]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "k", key = "the-key" }]
+"#,
+    )
+    .await;
+    let post = |body: String, headers: &[(&str, &str)]| {
+        let mut req = gw
+            .client
+            .post(gw.url("/a2a/jsonrpc"))
+            .header("content-type", "application/json")
+            .body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let key = ("x-api-key", "the-key");
+    let v1 = ("a2a-version", "1.0");
+    let bad_role = json!({"message": {"messageId": "m", "role": "ROLE_ROBOT", "parts": []}});
+    for id in [json!("req-7"), json!(42)] {
+        let body = |method: &str, params: Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+        };
+        let cases = [
+            (
+                "invalid params (decoding)",
+                body("SendMessage", bad_role.clone()),
+                vec![key, v1],
+                -32602,
+            ),
+            (
+                "invalid params (missing)",
+                body("GetTask", json!({})),
+                vec![key, v1],
+                -32602,
+            ),
+            (
+                "method not found",
+                body("tasks/get", json!({})),
+                vec![key, v1],
+                -32601,
+            ),
+            (
+                "version not supported",
+                body("GetTask", json!({"id": "x"})),
+                vec![key, ("a2a-version", "9.0")],
+                -32009,
+            ),
+            (
+                "task not found",
+                body("GetTask", json!({"id": "x"})),
+                vec![key, v1],
+                -32001,
+            ),
+            (
+                "no credentials",
+                body("GetTask", json!({"id": "x"})),
+                vec![v1],
+                -31401,
+            ),
+            (
+                "bad credentials",
+                body("GetTask", json!({"id": "x"})),
+                vec![("x-api-key", "nope"), v1],
+                -31401,
+            ),
+            (
+                "invalid request (jsonrpc)",
+                json!({"jsonrpc": "1.0", "id": id, "method": "GetTask"}).to_string(),
+                vec![key, v1],
+                -32600,
+            ),
+            (
+                "invalid request (method)",
+                json!({"jsonrpc": "2.0", "id": id, "method": 7}).to_string(),
+                vec![key, v1],
+                -32600,
+            ),
+        ];
+        for (what, body, headers, code) in cases {
+            let r = post(body, &headers).await;
+            assert_eq!(r["error"]["code"], code, "{what}: {r}");
+            assert_eq!(r["id"], id, "{what}: the request's id: {r}");
+        }
+    }
+    let r = post("{oops".into(), &[key, v1]).await;
+    assert_eq!(
+        (r["error"]["code"].clone(), r["id"].clone()),
+        (json!(-32700), Value::Null)
+    );
+    let r = post(
+        r#"{"jsonrpc":"2.0","id":[1],"method":"GetTask"}"#.into(),
+        &[key, v1],
+    )
+    .await;
+    assert_eq!(
+        (r["error"]["code"].clone(), r["id"].clone()),
+        (json!(-32600), Value::Null)
+    );
+}
+
+/// A body that is not JSON is ContentTypeNotSupported at the transport level: -32005 with
+/// HTTP 200 and a null id (the envelope is not read).
+#[tokio::test]
+async fn a_body_that_is_not_json_is_content_type_not_supported() {
+    let gw = TestGateway::start().await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "SendMessage",
+                      "params": {"message": user_message("x")}});
+    for ct in ["text/plain", "application/x-www-form-urlencoded"] {
+        let resp = gw
+            .client
+            .post(gw.url("/a2a/jsonrpc"))
+            .header("content-type", ct)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{ct}");
+        let r: Value = resp.json().await.unwrap();
+        assert_eq!(r["error"]["code"], -32005, "{ct}: {r}");
+        assert_eq!(r["id"], Value::Null, "{ct}");
+        assert_eq!(
+            r["error"]["data"][0]["reason"],
+            "CONTENT_TYPE_NOT_SUPPORTED"
+        );
+        assert_eq!(r["error"]["data"][0]["metadata"]["mediaType"], ct);
+    }
+    for ct in [
+        "application/json",
+        "application/json; charset=utf-8",
+        "application/a2a+json",
+    ] {
+        let r: Value = gw
+            .client
+            .post(gw.url("/a2a/jsonrpc"))
+            .header("content-type", ct)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(r.get("result").is_some(), "{ct}: {r}");
+    }
+}
+
 #[tokio::test]
 async fn invalid_params_name_the_field() {
     let gw = TestGateway::start().await;

@@ -381,7 +381,10 @@ async fn the_card_declares_the_extension_and_bad_keys_are_refused() {
         .client
         .post(gw.url("/a2a/jsonrpc"))
         .header("content-type", "application/json")
-        .header("a2a-extensions", a2a_gateway::service::IDEMPOTENCY_EXTENSION)
+        .header(
+            "a2a-extensions",
+            a2a_gateway::service::IDEMPOTENCY_EXTENSION,
+        )
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#)
         .send()
         .await

@@ -166,3 +166,24 @@ async fn run(c: &A2aClient, op: &str, id: &str) -> String {
         Err(e) => format!("{e:?}"),
     }
 }
+
+/// Two API keys with one id under two schemes are two owners: neither sees the other's task.
+#[tokio::test]
+async fn keys_sharing_an_id_across_schemes_are_different_owners() {
+    let gw = crate::harness::TestGateway::with_config(
+        r#"
+[auth.schemes.main]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "ci", key = "main-secret" }]
+[auth.schemes.other]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-Other-Key" } }
+keys = [{ id = "ci", key = "other-secret" }]
+"#,
+    )
+    .await;
+    for kind in BINDINGS {
+        let main = client(&gw, kind, Some(("x-api-key", "main-secret")));
+        let other = client(&gw, kind, Some(("x-other-key", "other-secret")));
+        crate::auth::assert_separate_owners(&main, &other, &format!("{kind:?}")).await;
+    }
+}

@@ -81,6 +81,9 @@ struct Shared {
     url: String,
     keys: Arc<Mutex<Keys>>,
     jwks_fetches: Arc<AtomicUsize>,
+    /// The `issuer` the discovery document names, when it is not `url` (a misconfigured or
+    /// hostile document).
+    discovered_issuer: Arc<Mutex<Option<String>>>,
 }
 
 pub struct Issuer {
@@ -101,6 +104,7 @@ impl Issuer {
                 ],
             })),
             jwks_fetches: Arc::new(AtomicUsize::new(0)),
+            discovered_issuer: Arc::new(Mutex::new(None)),
         };
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -115,6 +119,11 @@ impl Issuer {
 
     pub fn url(&self) -> &str {
         &self.shared.url
+    }
+
+    /// Makes the discovery document name `issuer` (`None`: its own URL again).
+    pub fn set_discovered_issuer(&self, issuer: Option<&str>) {
+        *self.shared.discovered_issuer.lock().unwrap() = issuer.map(str::to_owned);
     }
 
     /// How many times the JWKS was fetched.
@@ -160,8 +169,9 @@ impl Drop for Issuer {
 }
 
 async fn discovery(State(s): State<Shared>) -> axum::Json<Value> {
+    let issuer = s.discovered_issuer.lock().unwrap().clone();
     axum::Json(json!({
-        "issuer": s.url,
+        "issuer": issuer.unwrap_or_else(|| s.url.clone()),
         "jwks_uri": format!("{}/jwks", s.url),
         "token_endpoint": format!("{}/token", s.url),
         "grant_types_supported": ["client_credentials"],

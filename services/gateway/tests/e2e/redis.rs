@@ -501,3 +501,69 @@ async fn the_trace_context_of_a_request_travels_with_its_events() {
     assert_eq!(traces_of(&traced), vec![Some(traceparent.to_owned()); 5]);
     assert_eq!(traces_of(&untraced), vec![None; 5]);
 }
+
+/// A subscriber on replica A to an INPUT_REQUIRED task stays connected; the follow-up sent
+/// through replica B runs there, and A's subscriber sees its events and the terminal state,
+/// then its stream closes. Over every binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscriber_on_one_replica_sees_a_follow_up_sent_through_another() {
+    use a2a_client::StreamEvent;
+    use a2a_types::v1::{SubscribeToTaskRequest, TaskState, stream_response::Payload};
+    use futures::StreamExt;
+
+    use crate::auth::{BINDINGS, client};
+
+    let (gws, _db, _redis) = replicas().await;
+    let (a, b) = (&gws[0], &gws[1]);
+    let state_of = |ev: &StreamEvent| match &ev.response.payload {
+        Some(Payload::StatusUpdate(s)) => {
+            TaskState::try_from(s.status.as_ref().unwrap().state).ok()
+        }
+        Some(Payload::Task(t)) => TaskState::try_from(t.status.as_ref().unwrap().state).ok(),
+        _ => None,
+    };
+    for kind in BINDINGS {
+        let task = a
+            .scenario(json!({"end": "input-required"}), json!({}))
+            .await["task"]
+            .clone();
+        let id = task["id"].as_str().unwrap().to_owned();
+        let mut sub = client(a, kind, None)
+            .subscribe_to_task(SubscribeToTaskRequest {
+                id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let first = sub.next().await.unwrap().unwrap();
+        assert_eq!(state_of(&first), Some(TaskState::InputRequired), "{kind}");
+        let quiet = tokio::time::timeout(Duration::from_millis(300), sub.next()).await;
+        assert!(quiet.is_err(), "{kind}: the subscriber stays connected");
+
+        let mut follow = user_message("here you go");
+        follow["taskId"] = json!(id);
+        let done = client(b, kind, None)
+            .send_message(serde_json::from_value(json!({"message": follow})).unwrap())
+            .await
+            .unwrap();
+        assert!(format!("{done:?}").contains(&id), "{kind}");
+
+        let mut rest = Vec::new();
+        while let Some(ev) = tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("{kind}: the stream closes after COMPLETED"))
+        {
+            rest.push(ev.unwrap());
+        }
+        let states: Vec<_> = rest.iter().filter_map(state_of).collect();
+        assert_eq!(
+            states.last(),
+            Some(&TaskState::Completed),
+            "{kind}: the follow-up's events end in COMPLETED: {states:?}"
+        );
+        assert!(
+            !states.contains(&TaskState::InputRequired),
+            "{kind}: {states:?}"
+        );
+    }
+}

@@ -182,19 +182,27 @@ async fn subscribe_errors() {
 }
 
 #[tokio::test]
-async fn subscribing_to_a_waiting_task_yields_the_task_then_closes() {
+async fn subscribing_to_a_waiting_task_stays_open_until_it_is_terminal() {
     let gw = TestGateway::start().await;
-    let task = gw
-        .scenario(json!({"end": "input-required"}), json!({}))
-        .await["task"]
-        .clone();
-    let events = gw
-        .stream("SubscribeToTask", json!({"id": task["id"]}))
-        .await
-        .collect()
-        .await;
-    assert_eq!(events.len(), 1);
-    assert_eq!(events[0].data["result"]["task"]["id"], task["id"]);
+    for end in ["input-required", "auth-required"] {
+        let task = gw.scenario(json!({"end": end}), json!({})).await["task"].clone();
+        let mut stream = gw
+            .stream("SubscribeToTask", json!({"id": task["id"]}))
+            .await;
+        let first = stream.next().await.unwrap();
+        assert_eq!(first.data["result"]["task"]["id"], task["id"]);
+        let more = tokio::time::timeout(std::time::Duration::from_millis(300), stream.next()).await;
+        assert!(
+            more.is_err(),
+            "{end}: the subscriber stays connected: {more:?}"
+        );
+        let mut follow = user_message("here you go");
+        follow["taskId"] = task["id"].clone();
+        gw.ok("SendMessage", json!({"message": follow})).await;
+        let rest = stream.collect().await;
+        let last = &rest.last().expect("the follow-up's events").data["result"]["statusUpdate"];
+        assert_eq!(last["status"]["state"], "TASK_STATE_COMPLETED", "{end}");
+    }
 }
 
 #[tokio::test]

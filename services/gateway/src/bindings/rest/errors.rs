@@ -41,6 +41,16 @@ pub fn response(err: &A2aError) -> Response {
     resp
 }
 
+/// 415 for a request body that is not JSON (ContentTypeNotSupported at the transport level,
+/// where HTTP asks for 415; a part's media type keeps the 1.0.1 table's 400). The body is the
+/// error's usual body with `code` 415.
+pub fn unsupported_media_type(err: &A2aError) -> Response {
+    let status = StatusCode::UNSUPPORTED_MEDIA_TYPE;
+    let mut body = body(err);
+    body["error"]["code"] = status.as_u16().into();
+    json_error(status, &body)
+}
+
 /// 405 for a known path asked with `method`, with `Allow` listing the verbs it serves. Reported
 /// like MethodNotFound (gRPC `UNIMPLEMENTED`) with its own reason, METHOD_NOT_ALLOWED.
 pub fn method_not_allowed(method: &Method, path: &str, allowed: &[Method]) -> Response {

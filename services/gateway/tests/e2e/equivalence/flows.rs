@@ -334,6 +334,76 @@ pub(super) async fn subscribe_joins_mid_stream(env: &Env, t: &mut Trace) {
     );
 }
 
+/// SubscribeToTask ends only at a terminal state: a subscriber to an INPUT_REQUIRED task gets
+/// the Task, stays connected, sees the turn the follow-up starts and closes after COMPLETED;
+/// a resume (`Last-Event-ID`) replays across the interrupted state and goes on live.
+pub(super) async fn subscribe_waits_past_input_required(env: &Env, t: &mut Trace) {
+    let c = env.client();
+    let sc = env.scenario_client();
+    let waiting = task_of(&send_script(&sc, json!({"end": "input-required"}), json!({})).await).id;
+    let subscribe = |c: A2aClient, id: String| async move {
+        c.subscribe_to_task(SubscribeToTaskRequest {
+            id,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+    };
+    let mut sub = subscribe(c.clone(), waiting.clone()).await;
+    let first = sub.next().await.unwrap().unwrap();
+    assert_eq!(kind(&first.response), "task");
+    quiet(&mut sub, "a subscriber to an INPUT_REQUIRED task").await;
+    // A resume from the task's last event (the interrupted state) also stays open.
+    let resume_from = |after: u64| {
+        let header = if env.kind == BindingKind::Grpc {
+            "a2a-last-event-id"
+        } else {
+            "last-event-id"
+        };
+        c.clone().with_header(header, &after.to_string()).unwrap()
+    };
+    // task (1), WORKING (2), the chunk (3), INPUT_REQUIRED (4).
+    let mut live = subscribe(resume_from(4), waiting.clone()).await;
+    quiet(&mut live, "a resume at the interrupted state").await;
+
+    let mut follow = user_message("here you go");
+    follow["taskId"] = json!(waiting);
+    let done = c
+        .send_message(wire(json!({"message": follow})))
+        .await
+        .unwrap();
+    assert_eq!(state(&task_of(&done)), TaskState::Completed);
+    let (rest, err) = drain(sub).await;
+    assert!(err.is_none(), "{err:?}");
+    let kinds: Vec<String> = rest.iter().map(|e| kind(&e.response)).collect();
+    assert_eq!(
+        kinds.last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED"),
+        "the follow-up's events, then the stream closes: {kinds:?}"
+    );
+    t.ok("subscriber after the follow-up", &responses(&rest));
+    let (tail, err) = drain(live).await;
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(responses(&tail), responses(&rest), "the resumed tail");
+
+    // A replay that crosses the interrupted state does not close there.
+    let (replayed, err) = drain(subscribe(resume_from(2), waiting).await).await;
+    assert!(err.is_none(), "{err:?}");
+    let kinds: Vec<String> = replayed.iter().map(|e| kind(&e.response)).collect();
+    assert_eq!(kinds[..2], ["artifactUpdate", "TASK_STATE_INPUT_REQUIRED"]);
+    assert_eq!(responses(&replayed[2..]), responses(&rest));
+    if env.has_event_ids() {
+        assert_eq!(replayed[0].id.as_deref(), Some("3"));
+    }
+    t.ok("replay from event 2", &responses(&replayed));
+}
+
+/// Asserts that `s` stays open and says nothing for a while.
+async fn quiet(s: &mut EventStream, who: &str) {
+    let next = tokio::time::timeout(Duration::from_millis(300), s.next()).await;
+    assert!(next.is_err(), "{who} stays connected: {next:?}");
+}
+
 pub(super) async fn push_config_crud(env: &Env, t: &mut Trace) {
     let c = env.client();
     let tid = send_text(&c, "x").await.id;

@@ -129,6 +129,43 @@ async fn list_tasks_pages_with_a_cursor() {
     assert!(first.tasks.iter().all(|t| t.id != second.tasks[0].id));
 }
 
+/// gRPC carries a Timestamp's seconds and nanos as they are: an out-of-range one is
+/// InvalidParams naming the field, never an overflow, and the gateway goes on serving.
+#[tokio::test]
+async fn list_tasks_refuses_an_out_of_range_timestamp() {
+    let gw = TestGateway::start().await;
+    let mut c = client(&gw).await;
+    c.send_message(req(text("t"))).await.unwrap();
+    for (seconds, nanos) in [
+        (i64::MAX, 0),
+        (i64::MIN, 0),
+        (253_402_300_800, 0),
+        (0, -1),
+        (0, 1_000_000_000),
+    ] {
+        let err = c
+            .list_tasks(req(ListTasksRequest {
+                status_timestamp_after: Some(a2a_types::wkt::Timestamp { seconds, nanos }),
+                ..Default::default()
+            }))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "{seconds} {nanos}: {err:?}"
+        );
+        let bad = err.get_details_bad_request().expect("a BadRequest detail");
+        assert_eq!(bad.field_violations[0].field, "statusTimestampAfter");
+    }
+    let listed = c
+        .list_tasks(req(ListTasksRequest::default()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.tasks.len(), 1);
+}
+
 #[tokio::test]
 async fn cancel_a_hanging_task_then_cancel_again_is_refused() {
     let gw = TestGateway::start().await;

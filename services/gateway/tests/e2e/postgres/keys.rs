@@ -54,7 +54,7 @@ async fn database_keys_are_created_listed_used_and_revoked() {
             .unwrap();
     }
     let (ok, out, err) = keys(db.url(), &["revoke", "ci"]);
-    assert!(ok && out.contains("key:ci revoked"), "{out}{err}");
+    assert!(ok && out.contains("key ci revoked"), "{out}{err}");
     for kind in BINDINGS {
         let err = send(&client(&gw, kind, Some(("x-api-key", &key))))
             .await
@@ -66,4 +66,19 @@ async fn database_keys_are_created_listed_used_and_revoked() {
     }
     let (ok, _, _) = keys(db.url(), &["revoke", "ci"]);
     assert!(!ok, "a revoked key cannot be revoked twice");
+}
+
+/// A database key with the same id as a configured one is another owner.
+#[tokio::test]
+async fn a_database_key_and_a_configured_key_with_one_id_are_different_owners() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let gw = TestGateway::with_database(CONFIG, db.url()).await;
+    let (ok, out, err) = keys(db.url(), &["create", "file-key"]);
+    assert!(ok, "{err}");
+    let key = out.lines().next().unwrap().trim().to_owned();
+    for kind in BINDINGS {
+        let from_db = client(&gw, kind, Some(("x-api-key", &key)));
+        let from_file = client(&gw, kind, Some(("x-api-key", "from-the-file")));
+        crate::auth::assert_separate_owners(&from_db, &from_file, &format!("{kind:?}")).await;
+    }
 }

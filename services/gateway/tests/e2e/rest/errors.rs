@@ -60,7 +60,8 @@ async fn content_types_in_and_out() {
             .unwrap(),
     )
     .await;
-    let e = status_error(&r, 400, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED");
+    // A body that is not JSON: 415 at the transport level (a part's media type stays 400).
+    let e = status_error(&r, 415, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED");
     assert_eq!(
         e["details"][0]["metadata"],
         json!({"mediaType": "text/plain", "agent": "gateway"})

@@ -175,6 +175,12 @@ async fn per_agent_cards_point_at_the_gateway() {
     assert_eq!(resp.status(), 200);
     assert!(resp.headers().contains_key("etag"));
     let card: serde_json::Value = resp.json().await.unwrap();
+    crate::card::check_last_modified(
+        &gw.client,
+        &gw.url("/agents/up/.well-known/agent-card.json"),
+        &[],
+    )
+    .await;
     let ifaces = card["supportedInterfaces"].as_array().unwrap();
     let bindings: Vec<&str> = ifaces
         .iter()
