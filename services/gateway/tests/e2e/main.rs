@@ -15,6 +15,7 @@ mod lifecycle;
 mod listing;
 mod postgres;
 mod push_configs;
+mod push_delivery;
 mod redis;
 mod rest;
 mod streams;
