@@ -132,7 +132,7 @@ fn embedded_push(
     };
     let (bus, feed) = a2a_bus::tapped(bus);
     a2a_delivery::embedded::start(tasks, feed, settings, shutdown.clone())?;
-    tracing::info!("push notifications are delivered by this process (in-memory store)");
+    tracing::debug!("push notifications are delivered by this process (in-memory store)");
     Ok(bus)
 }
 
