@@ -107,3 +107,87 @@ impl DeliveryStore for MemoryDeliveryStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use a2a_store::suite::status;
+    use a2a_store::{NewTask, TaskStore};
+    use a2a_types::v1::{Task, TaskPushNotificationConfig, TaskState};
+
+    use super::*;
+
+    async fn task_with_events(tasks: &MemoryTaskStore, id: &str, events: u64) {
+        let new = NewTask {
+            owner: "alice".into(),
+            agent: "echo".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                ..Default::default()
+            },
+        };
+        tasks.create(new).await.unwrap();
+        for seq in 1..events {
+            let change = status(id, TaskState::Working, seq as i64);
+            tasks.append(id, seq, change).await.unwrap();
+        }
+    }
+
+    fn config(task_id: &str, id: &str) -> TaskPushNotificationConfig {
+        TaskPushNotificationConfig {
+            task_id: task_id.into(),
+            id: id.into(),
+            url: format!("https://hooks.example.com/{id}"),
+            ..Default::default()
+        }
+    }
+
+    /// Like `push_progress` on PostgreSQL: no configs, nothing to deliver; the first config
+    /// starts delivery at the task's current event whatever entry comes first, and progress
+    /// only moves forward.
+    #[tokio::test]
+    async fn claims_start_at_the_event_current_when_the_first_config_came() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        let store = MemoryDeliveryStore::new(tasks.clone());
+        let lease = Duration::from_secs(30);
+        task_with_events(&tasks, "t", 3).await;
+        let claim = store.claim("t", "w", 4, lease).await.unwrap();
+        assert_eq!(claim, ClaimOutcome::NoConfigs);
+
+        tasks
+            .put_push_config("alice", config("t", "a"))
+            .await
+            .unwrap();
+        let done = status("t", TaskState::Completed, 9);
+        tasks.append("t", 3, done).await.unwrap();
+        tasks
+            .put_push_config("alice", config("t", "b"))
+            .await
+            .unwrap();
+        match store.claim("t", "w", 4, lease).await.unwrap() {
+            ClaimOutcome::Claimed {
+                delivered_seq,
+                configs,
+            } => {
+                assert_eq!(delivered_seq, 2, "the third event was current");
+                let ids: Vec<&str> = configs.iter().map(|c| c.id.as_str()).collect();
+                assert_eq!(ids, ["a", "b"], "in creation order");
+            }
+            other => panic!("{other:?}"),
+        }
+        let events = store.events("t", 2, 4).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
+        assert!(store.events("t", 4, 9).await.unwrap().is_empty());
+
+        assert!(store.advance("t", "w", 4, true).await.unwrap());
+        assert!(store.advance("t", "w", 3, true).await.unwrap());
+        let again = store.claim("t", "w", 5, lease).await.unwrap();
+        assert!(matches!(
+            again,
+            ClaimOutcome::Claimed {
+                delivered_seq: 4,
+                ..
+            }
+        ));
+    }
+}
