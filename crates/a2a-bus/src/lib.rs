@@ -9,6 +9,7 @@ mod local;
 #[cfg(feature = "redis")]
 mod redis;
 pub mod suite;
+mod tap;
 
 use std::sync::Arc;
 
@@ -17,6 +18,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 pub use local::LocalEventBus;
+pub use tap::tapped;
 
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;

@@ -9,10 +9,13 @@
 //!   [`JWKS_PATH`], so keys rotate by overlapping.
 //!
 //! *Boundary*: no I/O here besides reading key files; no HTTP client, no SQL, no Redis.
+//! [`es256_pem`] makes a new key.
 
+mod keygen;
 mod policy;
 mod signing;
 
+pub use keygen::es256_pem;
 pub use policy::{AddressPolicy, Blocked};
 pub use signing::{DeliveryClaims, KeyError, SigningKeys, body_sha256};
 

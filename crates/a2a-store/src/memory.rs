@@ -63,6 +63,9 @@ struct Entry {
     record: TaskRecord,
     events: Vec<StoredEvent>,
     push_configs: Vec<TaskPushNotificationConfig>,
+    /// Where push delivery starts: the sequence number before the task's current event when
+    /// its first push config was stored (as `push_progress` starts on PostgreSQL).
+    push_from: Option<u64>,
 }
 
 fn order_key(task: &Task) -> OrderKey {
@@ -81,6 +84,44 @@ fn poisoned<T>(_: T) -> StoreError {
 impl MemoryTaskStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The push configs of a task (any owner) in creation order and the sequence number its
+    /// delivery starts after; `None` when it has none. For in-process push delivery, the
+    /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
+    /// binding.
+    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<TaskPushNotificationConfig>, u64)> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let entry = inner.tasks.get(task_id)?;
+        if entry.push_configs.is_empty() {
+            return None;
+        }
+        Some((entry.push_configs.clone(), entry.push_from.unwrap_or(0)))
+    }
+
+    /// Whether a task (any owner) has push configs: the cheap test before queueing an event
+    /// for delivery.
+    pub fn has_push_configs(&self, task_id: &str) -> bool {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner
+            .tasks
+            .get(task_id)
+            .is_some_and(|e| !e.push_configs.is_empty())
+    }
+
+    /// A task's events (any owner) with `after < seq <= upto`, in order (see
+    /// [`push_targets`](Self::push_targets)).
+    pub fn events_between(&self, task_id: &str, after: u64, upto: u64) -> Vec<StoredEvent> {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let Some(entry) = inner.tasks.get(task_id) else {
+            return Vec::new();
+        };
+        // Sequence numbers start at 1 and have no holes, so the index is seq - 1.
+        let from = usize::try_from(after).unwrap_or(usize::MAX);
+        let to = usize::try_from(upto)
+            .unwrap_or(usize::MAX)
+            .min(entry.events.len());
+        entry.events.get(from..to).unwrap_or_default().to_vec()
     }
 }
 
@@ -157,6 +198,7 @@ impl TaskStore for MemoryTaskStore {
                 },
                 events: events.clone(),
                 push_configs: Vec::new(),
+                push_from: None,
             }),
         );
         Ok((events, task))
@@ -280,6 +322,8 @@ impl TaskStore for MemoryTaskStore {
         let entry = inner
             .owned_mut(owner, &config.task_id)
             .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
+        let current = entry.record.seq;
+        entry.push_from.get_or_insert(current.saturating_sub(1));
         match entry.push_configs.iter_mut().find(|c| c.id == config.id) {
             Some(existing) => *existing = config.clone(),
             None => entry.push_configs.push(config.clone()),

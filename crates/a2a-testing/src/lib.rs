@@ -11,6 +11,7 @@
 mod calls;
 mod pg;
 mod process;
+pub mod receiver;
 mod redis;
 
 pub use calls::{env_of, jsonrpc};

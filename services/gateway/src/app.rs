@@ -3,6 +3,7 @@
 //! tests and the benchmarks all start the gateway through [`build`] and [`serve`].
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use a2a_bus::{EventBus, LocalEventBus, RedisEventBus};
 use a2a_store::{MemoryTaskStore, PgOptions, PgTaskStore, TaskStore};
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::AgentRegistry;
 use crate::auth::KeyDirectory;
 use crate::bindings::{card, jsonrpc, rest};
-use crate::config::Config;
+use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
 use crate::upstream::UpstreamAgent;
 
@@ -25,26 +26,45 @@ use crate::upstream::UpstreamAgent;
 /// connections open on first use, so a database that is down makes the gateway unready, not
 /// dead), else the in-memory one; the Redis Streams bus when `A2A_REDIS_URL` is set (also
 /// connected on first use: while Redis is down, followers poll the event log), else the
-/// in-process bus. Must run inside a tokio runtime.
+/// in-process bus. Push notifications are delivered by `a2a-worker` on PostgreSQL with Redis,
+/// in this process with the in-memory store ([`embedded_push`]), and not at all (so not
+/// declared) on PostgreSQL without Redis. Must run inside a tokio runtime.
 pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService, String> {
+    let mut file = config.file.clone();
     // With PostgreSQL, API keys may also live in its `api_keys` table (`a2a-gateway keys`).
-    let (store, keys): (Arc<dyn TaskStore>, Option<Arc<dyn KeyDirectory>>) =
-        match &config.database_url {
-            Some(url) => {
-                let pg = PgTaskStore::connect_lazy(url, &pg_options(config))
-                    .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?;
-                let keys = Arc::new(pg.api_keys());
-                (Arc::new(pg), Some(keys))
-            }
-            None => (Arc::new(MemoryTaskStore::new()), None),
-        };
-    let bus: Arc<dyn EventBus> = match &config.redis_url {
+    let (store, keys, in_memory): StoreParts = match &config.database_url {
+        Some(url) => {
+            let pg = PgTaskStore::connect_lazy(url, &pg_options(config))
+                .map_err(|e| format!("A2A_DATABASE_URL: {e}"))?;
+            let keys = Arc::new(pg.api_keys());
+            (Arc::new(pg), Some(keys), None)
+        }
+        None => {
+            let memory = Arc::new(MemoryTaskStore::new());
+            (memory.clone(), None, Some(memory))
+        }
+    };
+    let mut bus: Arc<dyn EventBus> = match &config.redis_url {
         Some(url) => Arc::new(
             RedisEventBus::connect_lazy(url, &config.redis_prefix)
                 .map_err(|e| format!("A2A_REDIS_URL: {e}"))?,
         ),
         None => Arc::new(LocalEventBus::new()),
     };
+    if file.card.push_notifications {
+        match in_memory {
+            Some(tasks) => bus = embedded_push(config, &mut file, tasks, bus, &shutdown)?,
+            // The worker reads the Redis stream; without it nothing would deliver.
+            None if config.redis_url.is_none() => {
+                tracing::info!(
+                    "push notifications are not offered: with PostgreSQL and no Redis \
+                     (A2A_REDIS_URL) no a2a-worker can deliver them"
+                );
+                file.card.push_notifications = false;
+            }
+            None => {}
+        }
+    }
     let mut agents = AgentRegistry::builtin();
     let upstream = upstream_agents(config, &agents)?;
     for agent in &upstream {
@@ -57,7 +77,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         store,
         bus,
         agents,
-        config.file.clone(),
+        file,
         &config.public_url,
         shutdown.clone(),
         keys,
@@ -66,6 +86,54 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         agent.start(shutdown.clone());
     }
     Ok(svc)
+}
+
+type StoreParts = (
+    Arc<dyn TaskStore>,
+    Option<Arc<dyn KeyDirectory>>,
+    Option<Arc<MemoryTaskStore>>,
+);
+
+/// Starts push delivery in this process, for the in-memory store: the worker's pipeline
+/// (`a2a-delivery`) fed by a tap of `bus`, which it returns to be used in its place. Without
+/// configured signing keys it signs with a key made for this run (published in the JWKS like
+/// any other; receivers see a new `kid` after a restart).
+fn embedded_push(
+    config: &Config,
+    file: &mut FileConfig,
+    tasks: Arc<MemoryTaskStore>,
+    bus: Arc<dyn EventBus>,
+    shutdown: &CancellationToken,
+) -> Result<Arc<dyn EventBus>, String> {
+    let push = &mut file.push;
+    if push.keys.is_empty() {
+        let pem = a2a_push::es256_pem()?;
+        let kid = format!(
+            "ephemeral-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        push.keys = a2a_push::SigningKeys::from_pems(vec![(kid, pem.into_bytes())])
+            .map_err(|e| format!("the push signing key of this run: {e}"))?;
+    }
+    let policy = a2a_push::AddressPolicy::from_entries(&push.allowed_hosts)
+        .map_err(|e| format!("push.allowed_hosts: {e}"))?;
+    let settings = a2a_delivery::embedded::Settings {
+        policy,
+        keys: push.keys.clone(),
+        issuer: config.public_url.clone(),
+        retry: a2a_delivery::RetryPolicy {
+            max_attempts: push.max_attempts,
+            base: Duration::from_millis(push.backoff_base_ms),
+            max: Duration::from_millis(push.backoff_max_ms),
+        },
+        attempt_timeout: Duration::from_millis(push.attempt_timeout_ms),
+        token_ttl: Duration::from_secs(push.token_ttl_secs),
+        concurrency: push.concurrency,
+    };
+    let (bus, feed) = a2a_bus::tapped(bus);
+    a2a_delivery::embedded::start(tasks, feed, settings, shutdown.clone())?;
+    tracing::debug!("push notifications are delivered by this process (in-memory store)");
+    Ok(bus)
 }
 
 /// The `[[agents]]` of the configuration (their cards are fetched once they start).

@@ -155,8 +155,10 @@ impl Default for DispatchConfig {
     }
 }
 
-/// `[push]`: what the gateway and the worker must agree on about webhooks.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `[push]`: what the gateway and the worker must agree on about webhooks, and how the
+/// embedded gateway (in-memory store) delivers them itself (the `a2a-worker` settings of the
+/// same names; a deployment on PostgreSQL and Redis leaves delivery to the worker).
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PushConfig {
     /// Internal hosts and networks webhooks may reach (`A2A_PUSH_ALLOWED_HOSTS`).
@@ -166,6 +168,35 @@ pub struct PushConfig {
     /// The keys `signing_keys` names, read when the configuration is loaded.
     #[serde(skip)]
     pub keys: a2a_push::SigningKeys,
+    /// Attempts per event and webhook before it becomes a dead letter.
+    pub max_attempts: u32,
+    /// Delay before the second attempt; doubles per attempt, with jitter.
+    pub backoff_base_ms: u64,
+    /// Longest delay between attempts.
+    pub backoff_max_ms: u64,
+    /// Timeout of one attempt (connect to end of response).
+    pub attempt_timeout_ms: u64,
+    /// Lifetime of a delivery JWT.
+    pub token_ttl_secs: u64,
+    /// Tasks delivered at once (each in order).
+    pub concurrency: usize,
+}
+
+impl Default for PushConfig {
+    /// The worker's defaults.
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            signing_keys: Vec::new(),
+            keys: a2a_push::SigningKeys::default(),
+            max_attempts: 8,
+            backoff_base_ms: 500,
+            backoff_max_ms: 60_000,
+            attempt_timeout_ms: 10_000,
+            token_ttl_secs: 300,
+            concurrency: 256,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -387,6 +418,12 @@ fn push_config(
         .map_err(|e| format!("push.allowed_hosts ({}): {e}", a2a_push::ALLOWED_HOSTS_VAR))?;
     push.keys = a2a_push::SigningKeys::load(&push.signing_keys.join(","))
         .map_err(|e| format!("push.signing_keys ({}): {e}", a2a_push::SIGNING_KEYS_VAR))?;
+    if push.max_attempts == 0 {
+        return Err("push.max_attempts must be at least 1".into());
+    }
+    if push.attempt_timeout_ms < 100 {
+        return Err("push.attempt_timeout_ms must be at least 100".into());
+    }
     Ok(push)
 }
 

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use a2a_delivery::{MAX_RETRY_AFTER, RetryPolicy};
 use a2a_push::{AddressPolicy, SigningKeys};
 
 /// Every environment variable the worker reads, with its meaning (the README mirrors this).
@@ -137,39 +138,10 @@ impl std::fmt::Debug for WorkerConfig {
     }
 }
 
-/// How often and how far apart an event is offered to a webhook.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    pub max_attempts: u32,
-    pub base: Duration,
-    pub max: Duration,
-}
-
 /// The longest delivery log retention accepted (100 years, beyond any use): a value so large
 /// that `now() - retention` overflows in PostgreSQL would fail every pass instead of keeping the
 /// log; 0 is how to keep it forever.
 pub const MAX_LOG_RETENTION_HOURS: u64 = 876_000;
-
-/// The longest Retry-After honoured; a receiver asking for more is retried after this.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
-
-impl RetryPolicy {
-    /// The delay after failed attempt number `attempt` (1-based): `base * 2^(attempt-1)` capped
-    /// at `max`, of which the upper half is random (so retries of many deliveries spread out),
-    /// or what the receiver's Retry-After asked for, if longer (up to [`MAX_RETRY_AFTER`]).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = self
-            .base
-            .saturating_mul(1u32 << attempt.saturating_sub(1).min(20))
-            .min(self.max);
-        let half = exp / 2;
-        let jittered = half + half.mul_f64(fastrand::f64());
-        match retry_after {
-            Some(asked) => asked.min(MAX_RETRY_AFTER).max(jittered),
-            None => jittered,
-        }
-    }
-}
 
 impl WorkerConfig {
     pub fn from_env() -> Result<Self, String> {

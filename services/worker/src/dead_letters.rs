@@ -120,9 +120,10 @@ async fn replay(
         }
         found
     };
-    let (log, log_task) = LogSink::spawn(store.clone(), format!("{} (replay)", config.name));
+    let (log, log_task) =
+        LogSink::spawn(Arc::new(store.clone()), format!("{} (replay)", config.name));
     let deliverer = Deliverer {
-        store: store.clone(),
+        store: Arc::new(store.clone()),
         webhooks: crate::webhooks(config)?,
         retry: config.retry,
         metrics: Arc::new(Metrics::default()),

@@ -1,9 +1,9 @@
 //! `a2a-worker`: delivers push notifications.
 //!
-//! Layout: [`config`] (environment), [`stream`] (the Redis consumer group), [`pipeline`]
-//! (entries → per-task ordered batches under a lease), [`deliver`] (retries, delivery log, dead
-//! letters), [`webhook`] (one signed HTTP attempt behind the SSRF guard), [`metrics`],
-//! [`retention`] (pruning the delivery log), [`dead_letters`] and [`keygen`] (the CLI). [`run`]
+//! Layout: [`config`] (environment), [`stream`] (the Redis consumer group), [`retention`]
+//! (pruning the delivery log), [`dead_letters`] and [`keygen`] (the CLI). Delivery itself —
+//! [`pipeline`], [`deliver`], [`webhook`], [`metrics`] — is `a2a-delivery`, which the embedded
+//! gateway runs too; here it reads the consumer group and keeps its state in PostgreSQL. [`run`]
 //! assembles them and serves `/metrics` and `/healthz` until a shutdown token fires.
 //!
 //! *Invariant*: a stream entry is acknowledged only after every webhook of its task got the
@@ -11,13 +11,11 @@
 
 pub mod config;
 pub mod dead_letters;
-pub mod deliver;
 pub mod keygen;
-pub mod metrics;
-pub mod pipeline;
 pub mod retention;
 pub mod stream;
-pub mod webhook;
+
+pub use a2a_delivery::{deliver, metrics, pipeline, webhook};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -77,9 +75,9 @@ pub async fn run(
     metrics.consumer_lag.store(-1, Relaxed);
     metrics.group_pending.store(-1, Relaxed);
     let consumer = connect(&config, &redis_url, &shutdown).await?;
-    let (log, log_task) = LogSink::spawn(store.clone(), config.name.clone());
+    let (log, log_task) = LogSink::spawn(Arc::new(store.clone()), config.name.clone());
     let deliverer = Deliverer {
-        store: store.clone(),
+        store: Arc::new(store.clone()),
         webhooks: webhooks(&config)?,
         retry: config.retry,
         metrics: metrics.clone(),
@@ -87,7 +85,8 @@ pub async fn run(
     };
     let pipeline = Pipeline::new(
         deliverer,
-        consumer.clone(),
+        Arc::new(consumer.clone()),
+        consumer.name.clone(),
         config.lease,
         config.concurrency,
     );

@@ -160,6 +160,14 @@ impl Consumer {
     }
 }
 
+/// The pipeline acknowledges what it is done with to the group.
+#[async_trait::async_trait]
+impl a2a_delivery::Acknowledge for Consumer {
+    async fn ack(&self, ids: &[String]) -> Result<(), String> {
+        Consumer::ack(self, ids).await.map_err(|e| e.to_string())
+    }
+}
+
 /// The milliseconds part of a stream id: when Redis appended the entry.
 pub fn id_millis(id: &str) -> Option<u64> {
     id.split_once('-').and_then(|(ms, _)| ms.parse().ok())

@@ -1,4 +1,5 @@
-//! Push-notification config CRUD. Delivery is the worker's job; this stores what it will read.
+//! Push-notification config CRUD. Delivery is `a2a-delivery`'s job (in `a2a-worker`, or in this
+//! process in embedded mode, see `app::build`); this stores what it reads.
 
 use a2a_types::A2aError;
 use a2a_types::v1::{

@@ -17,10 +17,14 @@ pub struct TestGateway {
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     /// The database this gateway owns (dropped with it), when the suite runs on PostgreSQL.
     _database: Option<a2a_testing::TestDatabase>,
+    /// The Redis key prefix this gateway owns, when the suite runs on PostgreSQL.
+    _redis: Option<a2a_testing::TestRedis>,
 }
 
-/// `A2A_E2E_STORE=postgres` runs every end-to-end test against a fresh PostgreSQL database
-/// instead of the in-memory store (`scripts/test` runs the suite both ways).
+/// `A2A_E2E_STORE=postgres` runs every end-to-end test against a fresh PostgreSQL database and
+/// Redis key prefix instead of the in-memory store and bus (`scripts/test` runs the suite both
+/// ways): the shape of a replicated deployment, the only one on PostgreSQL that offers push
+/// notifications (without Redis no `a2a-worker` can deliver them).
 const STORE_ENV: &str = "A2A_E2E_STORE";
 
 impl TestGateway {
@@ -33,12 +37,20 @@ impl TestGateway {
         match std::env::var(STORE_ENV).as_deref() {
             Ok("postgres") => {
                 let db = a2a_testing::TestDatabase::create().await;
-                let url = db.url().to_owned();
-                Self::launch(toml, Some(&url), Some(db)).await
+                let redis = a2a_testing::TestRedis::create().await;
+                let mut gw = Self::with_database_and_redis(toml, db.url(), &redis).await;
+                gw._database = Some(db);
+                gw._redis = Some(redis);
+                gw
             }
             Ok("memory") | Ok("") | Err(_) => Self::launch(toml, None, None).await,
             Ok(other) => panic!("{STORE_ENV}={other:?}: use memory or postgres"),
         }
+    }
+
+    /// An embedded gateway (in-memory store and bus) whatever `A2A_E2E_STORE` says.
+    pub async fn embedded(toml: &str) -> Self {
+        Self::launch(toml, None, None).await
     }
 
     /// Starts a gateway with `toml` as its configuration file on the PostgreSQL database at
@@ -117,6 +129,7 @@ impl TestGateway {
             shutdown,
             server: Some(server),
             _database: database,
+            _redis: None,
         }
     }
 

@@ -16,6 +16,7 @@ mod lifecycle;
 mod listing;
 mod postgres;
 mod push_configs;
+mod push_delivery;
 mod readme;
 mod redis;
 mod rest;

@@ -6,24 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::harness::{Deployment, metric};
-use crate::receiver::Receiver;
-
-/// What a StreamResponse body is, for comparing sequences: kind plus state or chunk text.
-fn describe(body: &Value) -> String {
-    if let Some(task) = body.get("task") {
-        return format!("task {}", task["status"]["state"].as_str().unwrap_or("?"));
-    }
-    if let Some(s) = body.get("statusUpdate") {
-        return format!("status {}", s["status"]["state"].as_str().unwrap_or("?"));
-    }
-    if let Some(a) = body.get("artifactUpdate") {
-        return format!(
-            "chunk {}",
-            a["artifact"]["parts"][0]["text"].as_str().unwrap_or("?")
-        );
-    }
-    format!("other {body}")
-}
+use crate::receiver::{Receiver, describe};
 
 #[tokio::test]
 async fn every_event_of_a_streaming_task_arrives_in_order_signed_and_authorized() {

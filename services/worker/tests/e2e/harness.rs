@@ -10,8 +10,6 @@ use std::time::Duration;
 use a2a_gateway::app;
 use a2a_gateway::config::{Config, FileConfig};
 use a2a_store::pg::PgDeliveryStore;
-use jsonwebtoken::jwk::JwkSet;
-use jsonwebtoken::{DecodingKey, Validation};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -143,36 +141,10 @@ impl Deployment {
         resp["result"]["task"].clone()
     }
 
-    /// The gateway's JWKS.
-    pub async fn jwks(&self) -> JwkSet {
-        self.client
-            .get(format!("{}/.well-known/jwks.json", self.gateway_url))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
-    }
-
     /// Verifies a delivery's signature header against the gateway's JWKS the way a receiver
     /// would; returns the claims.
     pub async fn verify(&self, jwt: &str, url: &str, body: &[u8]) -> a2a_push::DeliveryClaims {
-        let header = jsonwebtoken::decode_header(jwt).unwrap();
-        let jwks = self.jwks().await;
-        let jwk = jwks
-            .find(header.kid.as_deref().expect("a kid"))
-            .expect("the kid is in the JWKS");
-        let mut validation = Validation::new(header.alg);
-        validation.set_audience(&[url]);
-        validation.set_issuer(&[&self.gateway_url]);
-        validation.set_required_spec_claims(&["exp", "iat", "iss", "aud"]);
-        let claims: a2a_push::DeliveryClaims =
-            jsonwebtoken::decode(jwt, &DecodingKey::from_jwk(jwk).unwrap(), &validation)
-                .expect("the signature verifies")
-                .claims;
-        assert_eq!(claims.body_sha256, a2a_push::body_sha256(body));
-        claims
+        a2a_testing::receiver::verify(&self.gateway_url, jwt, url, body).await
     }
 }
 

@@ -121,9 +121,12 @@ async fn streams_subscribe_and_cancel() {
     );
 }
 
+/// With Redis: without it nothing delivers, and push is not offered (see `push_delivery`).
 #[tokio::test]
 async fn push_config_crud() {
-    let (gw, _db) = pg_gateway().await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let gw = TestGateway::with_database_and_redis("", db.url(), &redis).await;
     let task = gw.send_text("x").await;
     let tid = task["id"].as_str().unwrap();
     let created = gw

@@ -112,8 +112,14 @@ async fn create(gw: &GatewayProcess, n: usize) -> (String, bool) {
 #[tokio::test]
 async fn a_new_process_on_the_same_database_serves_identical_tasks() {
     let db = a2a_testing::TestDatabase::create().await;
+    // Redis too: push configs (read back below) are offered only where a worker can deliver.
+    let redis = a2a_testing::TestRedis::create().await;
+    let bus = [
+        ("A2A_REDIS_URL", redis.url()),
+        ("A2A_REDIS_PREFIX", redis.prefix()),
+    ];
     GatewayProcess::migrate(db.url());
-    let first = GatewayProcess::start(db.url());
+    let first = GatewayProcess::start_with(db.url(), &bus);
     let created: Vec<(String, bool)> = futures::stream::iter(0..200)
         .map(|n| create(&first, n))
         .buffer_unordered(CONCURRENCY)
@@ -134,7 +140,7 @@ async fn a_new_process_on_the_same_database_serves_identical_tasks() {
     first.stop();
 
     // Migrating on start (A2A_MIGRATE=1) is a no-op on a migrated database.
-    let second = GatewayProcess::start_with(db.url(), &[("A2A_MIGRATE", "1")]);
+    let second = GatewayProcess::start_with(db.url(), &[bus[0], bus[1], ("A2A_MIGRATE", "1")]);
     let after = read_all(&second, &ids, &push_ids).await;
     assert_eq!(before.len(), after.len());
     for (b, a) in before.iter().zip(&after) {

@@ -2,12 +2,13 @@
 //!
 //! Entries are queued per task, ordered by sequence number; one runner per task (at most
 //! `concurrency` at once) works through its queue in batches. A batch is delivered only under
-//! the task's lease in PostgreSQL (`push_progress`), from the task's delivered sequence number
-//! on: events of one task therefore reach each webhook in order even when the consumer group
-//! handed them to different workers, an event another worker already delivered is skipped, and
-//! an event whose entry never arrived here (published while Redis was unreachable, or handed to
-//! a worker that died) is read from the event log. Entries are acknowledged only after the
-//! progress that covers them is committed.
+//! the task's lease in the [`DeliveryStore`](crate::DeliveryStore) (`push_progress` on
+//! PostgreSQL), from the task's delivered sequence number on: events of one task therefore
+//! reach each webhook in order even when the consumer group handed them to different workers,
+//! an event another worker already delivered is skipped, and an event whose entry never arrived
+//! here (published while Redis was unreachable, or handed to a worker that died) is read from
+//! the event log. Entries are acknowledged only after the progress that covers them is
+//! committed.
 //!
 //! *Invariant*: an entry is in `State::in_flight` from dispatch until its acknowledgement was
 //! sent; the heartbeat keeps exactly those entries from being taken over by another worker.
@@ -23,8 +24,8 @@ use bytes::Bytes;
 use futures::future::join_all;
 use tokio::sync::{Notify, Semaphore};
 
+use crate::Acknowledge;
 use crate::deliver::{Deliverer, Delivery};
-use crate::stream::Consumer;
 
 /// How long a runner waits before asking again for a lease another worker holds.
 const HELD_POLL: Duration = Duration::from_millis(100);
@@ -57,7 +58,9 @@ struct State {
 pub struct Pipeline {
     state: Mutex<State>,
     deliverer: Deliverer,
-    consumer: Consumer,
+    /// Where the entries came from (the consumer group, or nothing to tell in process).
+    source: Arc<dyn Acknowledge>,
+    /// This worker's name: the owner of the leases it takes.
     name: String,
     lease: Duration,
     permits: Arc<Semaphore>,
@@ -69,15 +72,16 @@ pub struct Pipeline {
 impl Pipeline {
     pub fn new(
         deliverer: Deliverer,
-        consumer: Consumer,
+        source: Arc<dyn Acknowledge>,
+        name: String,
         lease: Duration,
         concurrency: usize,
     ) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::default(),
-            name: consumer.name.clone(),
+            name,
             deliverer,
-            consumer,
+            source,
             lease,
             permits: Arc::new(Semaphore::new(concurrency)),
             // Enough queued work to keep every runner busy with batches, bounded in memory.
@@ -303,7 +307,7 @@ impl Pipeline {
 
     async fn ack(&self, batch: BTreeMap<u64, Slot>) {
         let ids: Vec<String> = batch.into_values().flat_map(|s| s.ids).collect();
-        if let Err(e) = self.consumer.ack(&ids).await {
+        if let Err(e) = self.source.ack(&ids).await {
             // Left pending: taken over later, found delivered, acknowledged then.
             tracing::warn!(error = %e, "cannot acknowledge entries; they will be reclaimed");
         }

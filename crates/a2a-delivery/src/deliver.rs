@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use a2a_store::pg::{AttemptRecord, NewDeadLetter, PgDeliveryStore};
+use a2a_store::pg::{AttemptRecord, NewDeadLetter};
 use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::config::RetryPolicy;
+use crate::DeliveryStore;
 use crate::metrics::Metrics;
+use crate::retry::RetryPolicy;
 use crate::webhook::{Attempt, Webhooks};
 
 /// How an event ended up at one webhook.
@@ -33,9 +34,9 @@ pub struct Delivery<'a> {
     pub published_ms: Option<u64>,
 }
 
-/// What every delivery needs. One per worker process.
+/// What every delivery needs. One per worker process (or embedded gateway).
 pub struct Deliverer {
-    pub store: PgDeliveryStore,
+    pub store: Arc<dyn DeliveryStore>,
     pub webhooks: Webhooks,
     pub retry: RetryPolicy,
     pub metrics: Arc<Metrics>,
@@ -130,7 +131,7 @@ fn since_unix_ms(ms: u64) -> Duration {
     Duration::from_millis(now.saturating_sub(ms))
 }
 
-/// The delivery log's writer: attempts queue here and go to PostgreSQL in batches, off the
+/// The delivery log's writer: attempts queue here and go to the store in batches, off the
 /// delivery path. The log is a record for operators, not what delivery decisions rest on, so a
 /// batch that cannot be written after a few tries is dropped with a warning.
 #[derive(Clone)]
@@ -143,7 +144,10 @@ const LOG_BATCH: usize = 1000;
 
 impl LogSink {
     /// Starts the writer; it stops when every sender is dropped.
-    pub fn spawn(store: PgDeliveryStore, worker: String) -> (Self, tokio::task::JoinHandle<()>) {
+    pub fn spawn(
+        store: Arc<dyn DeliveryStore>,
+        worker: String,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<AttemptRecord>(LOG_BATCH * 8);
         let task = tokio::spawn(async move {
             let mut batch = Vec::with_capacity(LOG_BATCH);

@@ -1,0 +1,193 @@
+//! The delivery state of the embedded gateway, beside its in-memory task store: configs and
+//! events come from the [`MemoryTaskStore`], progress is kept here. One process delivers, so a
+//! lease is always its own; the delivery log is left to tracing (there is no table to query),
+//! and dead letters are kept, the most recent [`DEAD_LETTERS_KEPT`], for inspection.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use a2a_store::pg::{AttemptRecord, ClaimOutcome, NewDeadLetter};
+use a2a_store::{MemoryTaskStore, StoreResult};
+use a2a_types::v1::StreamResponse;
+use async_trait::async_trait;
+
+use crate::DeliveryStore;
+
+/// Dead letters kept in memory; older ones are dropped (each was logged as it happened).
+pub const DEAD_LETTERS_KEPT: usize = 1000;
+
+pub struct MemoryDeliveryStore {
+    tasks: Arc<MemoryTaskStore>,
+    /// Per task: every event up to this sequence number is done.
+    progress: Mutex<HashMap<String, u64>>,
+    dead_letters: Mutex<VecDeque<NewDeadLetter>>,
+}
+
+impl MemoryDeliveryStore {
+    pub fn new(tasks: Arc<MemoryTaskStore>) -> Self {
+        Self {
+            tasks,
+            progress: Mutex::default(),
+            dead_letters: Mutex::default(),
+        }
+    }
+
+    /// The dead letters kept, oldest first.
+    pub fn dead_letters(&self) -> Vec<NewDeadLetter> {
+        let kept = self.dead_letters.lock().unwrap_or_else(|e| e.into_inner());
+        kept.iter().cloned().collect()
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl DeliveryStore for MemoryDeliveryStore {
+    async fn claim(
+        &self,
+        task_id: &str,
+        _worker: &str,
+        _first_seq: u64,
+        _lease: Duration,
+    ) -> StoreResult<ClaimOutcome> {
+        let Some((configs, from)) = self.tasks.push_targets(task_id) else {
+            return Ok(ClaimOutcome::NoConfigs);
+        };
+        let delivered = *self.progress().entry(task_id.to_owned()).or_insert(from);
+        Ok(ClaimOutcome::Claimed {
+            delivered_seq: delivered,
+            configs,
+        })
+    }
+
+    async fn renew(&self, _task_id: &str, _worker: &str, _lease: Duration) -> StoreResult<bool> {
+        Ok(true)
+    }
+
+    async fn advance(
+        &self,
+        task_id: &str,
+        _worker: &str,
+        seq: u64,
+        _release: bool,
+    ) -> StoreResult<bool> {
+        let mut progress = self.progress();
+        let done = progress.entry(task_id.to_owned()).or_default();
+        *done = (*done).max(seq);
+        Ok(true)
+    }
+
+    async fn events(
+        &self,
+        task_id: &str,
+        after: u64,
+        upto: u64,
+    ) -> StoreResult<Vec<(u64, StreamResponse)>> {
+        Ok(self
+            .tasks
+            .events_between(task_id, after, upto)
+            .into_iter()
+            .map(|e| (e.seq, e.event))
+            .collect())
+    }
+
+    async fn log(&self, _worker: &str, _attempts: &[AttemptRecord]) -> StoreResult<()> {
+        Ok(())
+    }
+
+    async fn add_dead_letter(&self, letter: &NewDeadLetter) -> StoreResult<()> {
+        let mut kept = self.dead_letters.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.len() == DEAD_LETTERS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(letter.clone());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use a2a_store::suite::status;
+    use a2a_store::{NewTask, TaskStore};
+    use a2a_types::v1::{Task, TaskPushNotificationConfig, TaskState};
+
+    use super::*;
+
+    async fn task_with_events(tasks: &MemoryTaskStore, id: &str, events: u64) {
+        let new = NewTask {
+            owner: "alice".into(),
+            agent: "echo".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                ..Default::default()
+            },
+        };
+        tasks.create(new).await.unwrap();
+        for seq in 1..events {
+            let change = status(id, TaskState::Working, seq as i64);
+            tasks.append(id, seq, change).await.unwrap();
+        }
+    }
+
+    fn config(task_id: &str, id: &str) -> TaskPushNotificationConfig {
+        TaskPushNotificationConfig {
+            task_id: task_id.into(),
+            id: id.into(),
+            url: format!("https://hooks.example.com/{id}"),
+            ..Default::default()
+        }
+    }
+
+    /// Like `push_progress` on PostgreSQL: no configs, nothing to deliver; the first config
+    /// starts delivery at the task's current event whatever entry comes first, and progress
+    /// only moves forward.
+    #[tokio::test]
+    async fn claims_start_at_the_event_current_when_the_first_config_came() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        let store = MemoryDeliveryStore::new(tasks.clone());
+        let lease = Duration::from_secs(30);
+        task_with_events(&tasks, "t", 3).await;
+        let claim = store.claim("t", "w", 4, lease).await.unwrap();
+        assert_eq!(claim, ClaimOutcome::NoConfigs);
+
+        tasks
+            .put_push_config("alice", config("t", "a"))
+            .await
+            .unwrap();
+        let done = status("t", TaskState::Completed, 9);
+        tasks.append("t", 3, done).await.unwrap();
+        tasks
+            .put_push_config("alice", config("t", "b"))
+            .await
+            .unwrap();
+        match store.claim("t", "w", 4, lease).await.unwrap() {
+            ClaimOutcome::Claimed {
+                delivered_seq,
+                configs,
+            } => {
+                assert_eq!(delivered_seq, 2, "the third event was current");
+                let ids: Vec<&str> = configs.iter().map(|c| c.id.as_str()).collect();
+                assert_eq!(ids, ["a", "b"], "in creation order");
+            }
+            other => panic!("{other:?}"),
+        }
+        let events = store.events("t", 2, 4).await.unwrap();
+        assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
+        assert!(store.events("t", 4, 9).await.unwrap().is_empty());
+
+        assert!(store.advance("t", "w", 4, true).await.unwrap());
+        assert!(store.advance("t", "w", 3, true).await.unwrap());
+        let again = store.claim("t", "w", 5, lease).await.unwrap();
+        assert!(matches!(
+            again,
+            ClaimOutcome::Claimed {
+                delivered_seq: 4,
+                ..
+            }
+        ));
+    }
+}
