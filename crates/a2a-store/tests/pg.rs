@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use a2a_store::{
-    ListQuery, MemoryTaskStore, MessageClaim, NewTask, Orphan, PgOptions, PgTaskStore,
-    PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord,
-    TaskStore, UpstreamRef,
+    DispatchMark, ListQuery, MemoryTaskStore, MessageClaim, NewTask, Orphan, PgOptions,
+    PgTaskStore, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
+    TaskRecord, TaskStore, UpstreamRef,
 };
 use a2a_testing::TestDatabase;
 use a2a_types::v1::stream_response::Payload;
@@ -97,6 +97,9 @@ impl TaskStore for TestStore {
     }
     async fn set_upstream(&self, id: &str, u: UpstreamRef) -> StoreResult<()> {
         self.store.set_upstream(id, u).await
+    }
+    async fn mark_dispatch(&self, id: &str, mark: DispatchMark) -> StoreResult<()> {
+        self.store.mark_dispatch(id, mark).await
     }
     async fn claim_message(&self, o: &str, m: &str, t: &str) -> StoreResult<MessageClaim> {
         self.store.claim_message(o, m, t).await
