@@ -11,6 +11,7 @@ mod dispatch;
 mod follow;
 mod push;
 mod runner;
+mod takeover;
 mod tasks;
 mod validate;
 
