@@ -89,22 +89,33 @@ impl A2aService {
         batch: usize,
     ) -> Result<(), StoreError> {
         let orphans = self.inner.store.take_over(replica, lease, batch).await?;
+        let mut records = Vec::with_capacity(orphans.len());
         for orphan in orphans {
-            let Some(rec) = self
+            if let Some(rec) = self
                 .inner
                 .store
                 .get(&orphan.owner, &orphan.task_id, None)
                 .await?
-            else {
-                continue;
-            };
+            {
+                records.push(rec);
+            }
+        }
+        // Started in the order they would have run: the first free slots go to them.
+        records.sort_by_key(|rec| {
+            let since = rec.task.status.as_ref().and_then(|s| s.timestamp);
+            (
+                std::cmp::Reverse(rec.dispatch.priority.unwrap_or(Priority::Normal.rank())),
+                since.map_or(0, |t| t.as_millis()),
+            )
+        });
+        for rec in records {
             let Some(agent) = self.inner.agents.get(&rec.agent) else {
-                tracing::error!(task_id = %orphan.task_id, agent = %rec.agent, "the task's agent is not configured here");
+                tracing::error!(task_id = %rec.task.id, agent = %rec.agent, "the task's agent is not configured here");
                 continue;
             };
             let turn = turns_of(&rec.task);
             let resume = plan(agent.as_ref(), &rec, turn);
-            tracing::info!(task_id = %orphan.task_id, agent = %rec.agent, turn, resume = ?resume, "taking over a task of a replica that stopped");
+            tracing::info!(task_id = %rec.task.id, agent = %rec.agent, turn, resume = ?resume, "taking over a task of a replica that stopped");
             let message = rec
                 .task
                 .history
