@@ -94,7 +94,8 @@ pub(super) async fn resume(
     events: AgentEvents,
 ) -> Result<(), A2aError> {
     if req.upstream.is_none() {
-        return Err(A2aError::Unavailable(format!(
+        // Not `Unavailable`: the upstream did nothing wrong, and must not be marked unhealthy.
+        return Err(A2aError::Internal(format!(
             "the replica dispatching task {} stopped while sending it to upstream agent {}, \
              before the upstream named its task: the outcome upstream is unknown (it may or may \
              not have run); send the message again if it is safe to repeat",

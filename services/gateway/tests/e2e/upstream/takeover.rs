@@ -300,6 +300,15 @@ async fn a_send_of_unknown_outcome_fails_without_the_idempotency_extension() {
         .as_str()
         .unwrap_or_default();
     assert!(text.contains("outcome upstream is unknown"), "{failed}");
+    // The upstream did nothing wrong: it is still routed to.
+    let next = send_text(&b, "m-next", "next").await;
+    until(
+        &b,
+        &next,
+        "the next task was not completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
     // Never sent again, and no key toward an upstream that does not declare the extension.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let sent = rec.sent();
