@@ -304,6 +304,8 @@ impl A2aClient {
     }
 
     /// An extra header (HTTP) or metadata entry (gRPC) on every request, e.g. `authorization`.
+    /// For one request only (e.g. an `idempotency-key`), add it to a clone: cloning shares the
+    /// connections and copies only these settings.
     pub fn with_header(mut self, name: &str, value: &str) -> Result<Self, ClientError> {
         let name = name.to_ascii_lowercase();
         ::http::HeaderName::from_bytes(name.as_bytes())
