@@ -477,6 +477,21 @@ mod tests {
         assert_eq!(req.tenant, "mine", "a request's own tenant wins");
     }
 
+    #[test]
+    fn a_header_added_to_a_clone_stays_on_the_clone() {
+        let base = A2aClient::new(Binding::JsonRpc {
+            url: "http://127.0.0.1:1/a2a/jsonrpc".into(),
+        })
+        .unwrap();
+        let one = base.clone().with_header("idempotency-key", "k1").unwrap();
+        assert!(
+            one.common
+                .service_params()
+                .contains(&("idempotency-key", "k1".to_owned()))
+        );
+        assert_eq!(base.common.service_params().len(), 1, "only a2a-version");
+    }
+
     #[tokio::test]
     async fn a_silent_server_times_out() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
