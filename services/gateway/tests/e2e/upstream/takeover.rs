@@ -354,3 +354,82 @@ async fn a_send_of_unknown_outcome_is_sent_again_under_the_same_idempotency_key(
     );
     b.stop();
 }
+
+// A task's next message that was still queued on the replica that died: the survivor sends it
+// to the same upstream task (re-attaching instead would leave the task waiting for input with
+// the message lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_queued_on_a_dead_replica_reaches_the_upstream_task() {
+    let up = upstream("").await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &up.url(""), "max_concurrency = 1"));
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
+
+    let asking = a
+        .ok(
+            "SendMessage",
+            json!({"tenant": "up", "message": script_message(json!({"end": "input-required"}))}),
+        )
+        .await["task"]
+        .clone();
+    assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    // A long turn takes the only slot; the follow-up waits behind it.
+    let long = a
+        .ok(
+            "SendMessage",
+            json!({"tenant": "up", "configuration": {"returnImmediately": true},
+                   "message": script_message(json!({"chunks": 10, "delayMs": 100}))}),
+        )
+        .await["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut reply = script_message(json!({}));
+    reply["taskId"] = asking["id"].clone();
+    let queued = a
+        .ok(
+            "SendMessage",
+            json!({"message": reply, "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    assert_eq!(queued["task"]["status"]["state"], "TASK_STATE_WORKING");
+    a.kill9();
+
+    let id = asking["id"].as_str().unwrap();
+    let done = until(&b, id, "the follow-up never ran", |t| {
+        t["status"]["state"] != "TASK_STATE_WORKING"
+    })
+    .await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    until(
+        &b,
+        &long,
+        "the long task never completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    let theirs = up.ok("ListTasks", json!({})).await;
+    assert_eq!(theirs["totalSize"], 2, "no new upstream task: {theirs}");
+    let users = |t: &Value| {
+        t["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .count()
+    };
+    let counts: Vec<usize> = theirs["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(users)
+        .collect();
+    assert!(
+        counts.contains(&2),
+        "both messages reached one upstream task: {theirs}"
+    );
+    b.stop();
+}
