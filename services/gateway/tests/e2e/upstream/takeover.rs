@@ -193,10 +193,10 @@ async fn turns_queued_on_a_dead_replica_are_dispatched_by_the_survivor() {
     let a = replica(&db, &redis, &config.path);
     let b = replica(&db, &redis, &config.path);
 
-    // Each runs about a second upstream: two run, four wait in A's queue.
+    // Each runs about two seconds upstream: two run, four wait in A's queue.
     let mut ids = Vec::new();
     for i in 0..SENDS {
-        let mut message = script_message(json!({"chunks": 10, "delayMs": 100}));
+        let mut message = script_message(json!({"chunks": 20, "delayMs": 100}));
         message["messageId"] = json!(format!("queued-{i}"));
         let params = json!({"tenant": "up", "message": message,
             "configuration": {"returnImmediately": true}});
@@ -228,7 +228,7 @@ async fn turns_queued_on_a_dead_replica_are_dispatched_by_the_survivor() {
         .await;
         assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
         let parts = task["artifacts"][0]["parts"].as_array().unwrap().len();
-        assert_eq!(parts, 10, "every chunk once: {task}");
+        assert_eq!(parts, 20, "every chunk once: {task}");
     }
     // Exactly once upstream: one upstream task per send, each message among them once.
     let listed = up.ok("ListTasks", json!({"pageSize": 100})).await;
@@ -381,7 +381,7 @@ async fn a_follow_up_queued_on_a_dead_replica_reaches_the_upstream_task() {
         .ok(
             "SendMessage",
             json!({"tenant": "up", "configuration": {"returnImmediately": true},
-                   "message": script_message(json!({"chunks": 10, "delayMs": 100}))}),
+                   "message": script_message(json!({"chunks": 20, "delayMs": 100}))}),
         )
         .await["task"]["id"]
         .as_str()
@@ -396,6 +396,13 @@ async fn a_follow_up_queued_on_a_dead_replica_reaches_the_upstream_task() {
         )
         .await;
     assert_eq!(queued["task"]["status"]["state"], "TASK_STATE_WORKING");
+    let theirs = up.ok("ListTasks", json!({})).await;
+    let waiting = theirs["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED");
+    assert!(waiting, "the follow-up has not been sent yet: {theirs}");
     a.kill9();
 
     let id = asking["id"].as_str().unwrap();
