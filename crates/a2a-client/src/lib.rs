@@ -304,6 +304,8 @@ impl A2aClient {
     }
 
     /// An extra header (HTTP) or metadata entry (gRPC) on every request, e.g. `authorization`.
+    /// For one request only (e.g. an `idempotency-key`), add it to a clone: cloning shares the
+    /// connections and copies only these settings.
     pub fn with_header(mut self, name: &str, value: &str) -> Result<Self, ClientError> {
         let name = name.to_ascii_lowercase();
         ::http::HeaderName::from_bytes(name.as_bytes())
@@ -473,6 +475,21 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(req.tenant, "mine", "a request's own tenant wins");
+    }
+
+    #[test]
+    fn a_header_added_to_a_clone_stays_on_the_clone() {
+        let base = A2aClient::new(Binding::JsonRpc {
+            url: "http://127.0.0.1:1/a2a/jsonrpc".into(),
+        })
+        .unwrap();
+        let one = base.clone().with_header("idempotency-key", "k1").unwrap();
+        assert!(
+            one.common
+                .service_params()
+                .contains(&("idempotency-key", "k1".to_owned()))
+        );
+        assert_eq!(base.common.service_params().len(), 1, "only a2a-version");
     }
 
     #[tokio::test]

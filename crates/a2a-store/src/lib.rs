@@ -39,6 +39,30 @@ pub struct TaskRecord {
     /// The upstream agent's ids for this task, once the upstream named them (never shown to
     /// clients).
     pub upstream: Option<UpstreamRef>,
+    /// How the current turn is being dispatched upstream (for a takeover).
+    pub dispatch: DispatchMarks,
+}
+
+/// What a replica records about dispatching a task's turn to an upstream agent, so that the
+/// replica taking the task over can tell a turn never sent (dispatch it) from one that was
+/// being sent (its outcome upstream is unknown) and restore its place in the queue.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DispatchMarks {
+    /// The priority of the turn that waited in the dispatch queue (0 = lowest).
+    pub priority: Option<i16>,
+    /// The last turn (1 = the task's first message) whose sending upstream began.
+    pub sent_turn: Option<u32>,
+    /// When it began, Unix milliseconds.
+    pub sent_at_ms: Option<i64>,
+}
+
+/// One fact for [`TaskStore::mark_dispatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DispatchMark {
+    /// The current turn waits in the dispatch queue with this priority.
+    Queued { priority: i16 },
+    /// Turn `turn` is about to be sent upstream (recorded before the call).
+    Sending { turn: u32 },
 }
 
 /// An upstream agent's task and context ids, stored beside the gateway's own.
@@ -258,8 +282,12 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Idempotent: deleting a missing config id succeeds. Errors if the task is not `owner`'s.
     async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()>;
 
-    /// Records the upstream agent's ids of a task.
+    /// Records the upstream agent's ids of a task. Ids are named in answer to a send, so the
+    /// task's first turn counts as sent from then on (`DispatchMarks::sent_turn` at least 1).
     async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()>;
+
+    /// Records a dispatch fact of the task's current turn (see [`DispatchMarks`]).
+    async fn mark_dispatch(&self, task_id: &str, mark: DispatchMark) -> StoreResult<()>;
 
     /// Claims an idempotency key for `req.task_id` unless an unexpired claim holds it: the
     /// first claim wins, every later one learns what the holder recorded.

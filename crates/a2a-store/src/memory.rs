@@ -13,8 +13,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
-    Cursor, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage, StoreError,
-    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    Cursor, DispatchMark, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage,
+    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
     apply_changes, created_event,
 };
 
@@ -195,6 +195,7 @@ impl TaskStore for MemoryTaskStore {
                     agent: new.agent,
                     seq: events.len() as u64,
                     upstream: None,
+                    dispatch: Default::default(),
                 },
                 events: events.clone(),
                 push_configs: Vec::new(),
@@ -391,6 +392,28 @@ impl TaskStore for MemoryTaskStore {
             .get_mut(task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
         entry.record.upstream = Some(upstream);
+        let marks = &mut entry.record.dispatch;
+        if marks.sent_turn.is_none() {
+            marks.sent_turn = Some(1);
+            marks.sent_at_ms = Some(a2a_types::wkt::Timestamp::now().as_millis());
+        }
+        Ok(())
+    }
+
+    async fn mark_dispatch(&self, task_id: &str, mark: DispatchMark) -> StoreResult<()> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let entry = inner
+            .tasks
+            .get_mut(task_id)
+            .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
+        let marks = &mut entry.record.dispatch;
+        match mark {
+            DispatchMark::Queued { priority } => marks.priority = Some(priority),
+            DispatchMark::Sending { turn } => {
+                marks.sent_turn = Some(turn);
+                marks.sent_at_ms = Some(a2a_types::wkt::Timestamp::now().as_millis());
+            }
+        }
         Ok(())
     }
 

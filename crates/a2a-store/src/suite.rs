@@ -11,7 +11,8 @@ use a2a_types::v1::{
 use a2a_types::wkt::Timestamp;
 
 use crate::{
-    KeyClaim, KeyRequest, ListQuery, NewTask, StoreError, TaskChange, TaskStore, UpstreamRef,
+    DispatchMark, DispatchMarks, KeyClaim, KeyRequest, ListQuery, NewTask, StoreError, TaskChange,
+    TaskStore, UpstreamRef,
 };
 
 /// Instantiates every suite case as a `#[tokio::test]` for the store built by `$make`
@@ -24,6 +25,7 @@ macro_rules! store_conformance_suite {
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
+            dispatch_marks_tell_queued_from_sent,
             idempotency_keys_are_per_owner_and_first_wins,
             expired_idempotency_keys_are_free_and_purged, changes_commit_together);
     };
@@ -522,6 +524,52 @@ pub async fn upstream_ids_are_kept(store: &dyn TaskStore) {
                     context_id: "y".into()
                 }
             )
+            .await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+pub async fn dispatch_marks_tell_queued_from_sent(store: &dyn TaskStore) {
+    let marks =
+        |id: &'static str| async move { store.get("o", id, None).await.unwrap().unwrap().dispatch };
+    store.create(new_task("o", "dm-1", "c", 1)).await.unwrap();
+    assert_eq!(marks("dm-1").await, DispatchMarks::default(), "nothing yet");
+    store
+        .mark_dispatch("dm-1", DispatchMark::Queued { priority: 2 })
+        .await
+        .unwrap();
+    let queued = marks("dm-1").await;
+    assert_eq!((queued.priority, queued.sent_turn), (Some(2), None));
+    let before = Timestamp::now().as_millis();
+    store
+        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 1 })
+        .await
+        .unwrap();
+    let sent = marks("dm-1").await;
+    assert_eq!((sent.priority, sent.sent_turn), (Some(2), Some(1)));
+    let at = sent.sent_at_ms.expect("the moment of sending");
+    // Database and process clocks may differ a little.
+    assert!((at - before).abs() < 5_000, "{at} vs {before}");
+    // A later turn replaces the mark; the upstream naming its task keeps it.
+    store
+        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 2 })
+        .await
+        .unwrap();
+    let ids = UpstreamRef {
+        task_id: "u".into(),
+        context_id: "v".into(),
+    };
+    store.set_upstream("dm-1", ids.clone()).await.unwrap();
+    assert_eq!(marks("dm-1").await.sent_turn, Some(2));
+    // A task sent before it existed in the store: its upstream ids mark turn 1 as sent.
+    store.create(new_task("o", "dm-2", "c", 1)).await.unwrap();
+    store.set_upstream("dm-2", ids).await.unwrap();
+    let named = marks("dm-2").await;
+    assert_eq!(named.sent_turn, Some(1));
+    assert!(named.sent_at_ms.is_some());
+    assert!(matches!(
+        store
+            .mark_dispatch("missing", DispatchMark::Sending { turn: 1 })
             .await,
         Err(StoreError::NotFound(_))
     ));

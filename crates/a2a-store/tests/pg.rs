@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use a2a_store::{
-    KeyClaim, KeyRequest, ListQuery, MemoryTaskStore, NewTask, Orphan, PgOptions, PgTaskStore,
-    PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord,
-    TaskStore, UpstreamRef,
+    DispatchMark, KeyClaim, KeyRequest, ListQuery, MemoryTaskStore, NewTask, Orphan, PgOptions,
+    PgTaskStore, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
+    TaskRecord, TaskStore, UpstreamRef,
 };
 use a2a_testing::TestDatabase;
 use a2a_types::v1::stream_response::Payload;
@@ -97,6 +97,9 @@ impl TaskStore for TestStore {
     }
     async fn set_upstream(&self, id: &str, u: UpstreamRef) -> StoreResult<()> {
         self.store.set_upstream(id, u).await
+    }
+    async fn mark_dispatch(&self, id: &str, mark: DispatchMark) -> StoreResult<()> {
+        self.store.mark_dispatch(id, mark).await
     }
     async fn claim_key(&self, r: &KeyRequest) -> StoreResult<KeyClaim> {
         self.store.claim_key(r).await

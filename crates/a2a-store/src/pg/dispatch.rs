@@ -1,5 +1,5 @@
-//! Upstream ids, idempotency keys (migration 0005) and dispatch leases (migration 0004).
-//! One statement each.
+//! Upstream ids, idempotency keys (migration 0005), dispatch leases (migration 0004) and
+//! dispatch marks (migration 0006). One statement each.
 
 use std::time::Duration;
 
@@ -7,14 +7,16 @@ use sqlx::Row;
 use sqlx::postgres::PgPool;
 
 use super::db_error;
-use crate::{KeyRequest, Orphan, StoreError, StoreResult, UpstreamRef};
+use crate::{DispatchMark, KeyRequest, Orphan, StoreError, StoreResult, UpstreamRef};
 
 pub(super) async fn set_upstream(
     pool: &PgPool,
     task_id: &str,
     upstream: &UpstreamRef,
 ) -> StoreResult<()> {
-    const SQL: &str = "UPDATE tasks SET upstream_task_id = $2, upstream_context_id = $3 \
+    const SQL: &str = "UPDATE tasks SET upstream_task_id = $2, upstream_context_id = $3, \
+                       upstream_sent_turn = coalesce(upstream_sent_turn, 1), \
+                       upstream_sent_at = coalesce(upstream_sent_at, now()) \
                        WHERE id = $1";
     let done = sqlx::query(SQL)
         .bind(task_id)
@@ -23,6 +25,26 @@ pub(super) async fn set_upstream(
         .execute(pool)
         .await
         .map_err(db_error)?;
+    if done.rows_affected() == 0 {
+        return Err(StoreError::NotFound(task_id.to_owned()));
+    }
+    Ok(())
+}
+
+pub(super) async fn mark(pool: &PgPool, task_id: &str, mark: DispatchMark) -> StoreResult<()> {
+    let query = match mark {
+        DispatchMark::Queued { priority } => {
+            sqlx::query("UPDATE tasks SET priority = $2 WHERE id = $1")
+                .bind(task_id)
+                .bind(priority)
+        }
+        DispatchMark::Sending { turn } => sqlx::query(
+            "UPDATE tasks SET upstream_sent_turn = $2, upstream_sent_at = now() WHERE id = $1",
+        )
+        .bind(task_id)
+        .bind(i32::try_from(turn).unwrap_or(i32::MAX)),
+    };
+    let done = query.execute(pool).await.map_err(db_error)?;
     if done.rows_affected() == 0 {
         return Err(StoreError::NotFound(task_id.to_owned()));
     }

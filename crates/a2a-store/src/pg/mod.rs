@@ -18,8 +18,8 @@
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
-//! - `set_upstream`, `reclaim_key`, `release_key`, `purge_expired_keys`: 1 statement;
-//!   `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
+//! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`:
+//!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
 //! - `ping`: 1 statement.
 
 mod batch;
@@ -43,9 +43,9 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
-    KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, StoreError, StoreResult,
-    StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef, apply_changes,
-    created_event,
+    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, StoreError,
+    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    apply_changes, created_event,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;
@@ -350,6 +350,10 @@ impl TaskStore for PgTaskStore {
 
     async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()> {
         dispatch::set_upstream(&self.pool, task_id, &upstream).await
+    }
+
+    async fn mark_dispatch(&self, task_id: &str, mark: DispatchMark) -> StoreResult<()> {
+        dispatch::mark(&self.pool, task_id, mark).await
     }
 
     async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim> {

@@ -9,7 +9,8 @@ use sqlx::{AssertSqlSafe, Row};
 use super::codec::decode;
 use super::db_error;
 use crate::{
-    Cursor, ListQuery, StoreError, StoreResult, StoredEvent, TaskPage, TaskRecord, UpstreamRef,
+    Cursor, DispatchMarks, ListQuery, StoreError, StoreResult, StoredEvent, TaskPage, TaskRecord,
+    UpstreamRef,
 };
 
 /// `history_len - HISTORY_ALL` is below every position: no limit.
@@ -49,6 +50,15 @@ fn upstream_of(row: &PgRow) -> StoreResult<Option<UpstreamRef>> {
     }))
 }
 
+fn marks_of(row: &PgRow) -> StoreResult<DispatchMarks> {
+    let sent_turn: Option<i32> = row.try_get("upstream_sent_turn").map_err(internal)?;
+    Ok(DispatchMarks {
+        priority: row.try_get("priority").map_err(internal)?,
+        sent_turn: sent_turn.and_then(|t| u32::try_from(t).ok()),
+        sent_at_ms: row.try_get("sent_at_ms").map_err(internal)?,
+    })
+}
+
 fn seq_of(row: &PgRow, column: &str) -> StoreResult<u64> {
     let seq: i64 = row.try_get(column).map_err(internal)?;
     u64::try_from(seq).map_err(|_| StoreError::Internal(format!("negative sequence {seq}")))
@@ -64,6 +74,8 @@ pub(super) async fn load(
 ) -> StoreResult<Option<TaskRecord>> {
     const SQL: &str = "\
         SELECT t.owner, t.agent, t.seq, t.snapshot, t.upstream_task_id, t.upstream_context_id, \
+               t.priority, t.upstream_sent_turn, \
+               (extract(epoch FROM t.upstream_sent_at) * 1000)::bigint AS sent_at_ms, \
                ARRAY(SELECT h.message FROM task_history h \
                       WHERE h.task_id = t.id AND h.position >= t.history_len - $3 \
                       ORDER BY h.position) AS history, \
@@ -87,6 +99,7 @@ pub(super) async fn load(
         agent: row.try_get("agent").map_err(internal)?,
         seq: seq_of(&row, "seq")?,
         upstream: upstream_of(&row)?,
+        dispatch: marks_of(&row)?,
     }))
 }
 

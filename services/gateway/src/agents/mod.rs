@@ -30,6 +30,9 @@ pub struct AgentRequest {
     pub task: Option<Task>,
     /// The upstream agent's ids of the task, once known.
     pub upstream: Option<UpstreamRef>,
+    /// Which message of the task this turn answers (1 = the first): with the task id, it names
+    /// the turn the same way on every replica (an upstream's idempotency key).
+    pub turn: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -137,6 +140,18 @@ pub trait Agent: Send + Sync + 'static {
             request.task_id,
             self.name()
         )))
+    }
+
+    /// Whether turns run on another server (an upstream agent): the runner then records when it
+    /// begins sending one, so that a takeover can tell a turn never sent from one being sent.
+    fn is_remote(&self) -> bool {
+        false
+    }
+
+    /// Whether a turn may be sent again after a takeover without running twice (the upstream
+    /// honours the idempotency key every send carries).
+    fn resends_idempotently(&self) -> bool {
+        false
     }
 
     /// Health, availability and load for routing; `None` = always available, never scored

@@ -205,6 +205,7 @@ mod tests {
             },
             task: None,
             upstream: None,
+            turn: 1,
         }
     }
 

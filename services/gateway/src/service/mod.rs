@@ -7,11 +7,11 @@
 //! [`EventBus`].
 
 mod card;
-mod dispatch;
 mod follow;
 mod idempotency;
 mod push;
 mod runner;
+mod takeover;
 mod tasks;
 mod validate;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_bus::BusEvent;
-use a2a_store::{KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
+use a2a_store::{DispatchMark, KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
 use a2a_types::A2aError;
 use a2a_types::state::{
     can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
@@ -71,11 +71,31 @@ pub(super) struct Turn {
     pub continues: Option<u64>,
     pub push_config: Option<TaskPushNotificationConfig>,
     pub cancel: CancellationToken,
-    /// A takeover: the task exists and another replica ran this turn until it died.
-    pub resume: bool,
+    /// Whether this turn is new or taken over from a replica that died.
+    pub resume: Resume,
     pub priority: Priority,
     /// The idempotency key this send holds, kept once the turn reaches its task.
     pub key: Option<KeyHold>,
+}
+
+/// How a turn starts. A taken-over turn's task exists (`Turn::continues` is its sequence
+/// number and `AgentRequest::task` its snapshot): the runner writes nothing before the agent
+/// runs, and the turn comes back into the agent's queue where it was ([`Runner::admit`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Resume {
+    /// A client's message: a new task, or the next turn of an interrupted one.
+    No,
+    /// Continue what the dead replica started (`Agent::resume`: an upstream agent re-attaches).
+    Reattach,
+    /// Run the turn from the start (`Agent::execute`): the dead replica had not sent it
+    /// upstream, or the upstream answers a repeated send from the first.
+    Redispatch,
+}
+
+/// The number of client messages in a task's history: the turn the last one started.
+pub(super) fn turns_of(task: &Task) -> u32 {
+    let users = task.history.iter().filter(|m| m.role == Role::User as i32);
+    u32::try_from(users.count()).unwrap_or(u32::MAX)
 }
 
 pub(crate) struct SendOptions {
@@ -216,7 +236,7 @@ impl A2aService {
         };
 
         let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
-        let (agent, task, continues, upstream) = if message.task_id.is_empty() {
+        let (agent, task, continues, upstream, turn) = if message.task_id.is_empty() {
             let agent = self
                 .inner
                 .agents
@@ -228,7 +248,7 @@ impl A2aService {
                 validate::required_id(&message.context_id, "message.contextId")?;
             }
             message.task_id = uuid::Uuid::now_v7().to_string();
-            (agent, None, None, None)
+            (agent, None, None, None, 1)
         } else {
             let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
             message.context_id = rec.task.context_id.clone();
@@ -238,7 +258,8 @@ impl A2aService {
                     rec.agent
                 ))
             })?;
-            (agent, Some(rec.task), Some(rec.seq), rec.upstream)
+            let turn = turns_of(&rec.task).saturating_add(1);
+            (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
         };
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
@@ -286,11 +307,12 @@ impl A2aService {
                 message,
                 task,
                 upstream,
+                turn,
             },
             continues,
             push_config,
             cancel: CancellationToken::new(),
-            resume: false,
+            resume: Resume::No,
             priority,
             key,
         };
@@ -381,7 +403,8 @@ impl A2aService {
             pending: Vec::new(),
             upstream: None,
         };
-        match (turn.continues, turn.resume, turn.request.task.clone()) {
+        let taken_over = turn.resume != Resume::No;
+        match (turn.continues, taken_over, turn.request.task.clone()) {
             (Some(seq), true, Some(task)) => runner.current = Some((task, seq)),
             (Some(seq), _, _) => {
                 let change = TaskChange {
@@ -406,12 +429,16 @@ impl A2aService {
             }
             Err(e) => return runner.fail(e).await,
         };
+        if turn.resume != Resume::Reattach
+            && let Err(e) = runner.mark_sending().await
+        {
+            return runner.fail(e).await;
+        }
         // The agent runs inside this task (no second spawn per turn); a panic in it fails the
         // task instead of killing the runner.
-        let run = if turn.resume {
-            turn.agent.resume(turn.request.clone(), events)
-        } else {
-            turn.agent.execute(turn.request.clone(), events)
+        let run = match turn.resume {
+            Resume::Reattach => turn.agent.resume(turn.request.clone(), events),
+            Resume::No | Resume::Redispatch => turn.agent.execute(turn.request.clone(), events),
         };
         let agent_run = AssertUnwindSafe(run)
             .catch_unwind()
@@ -667,14 +694,29 @@ impl Runner<'_> {
     }
 
     /// Waits for a running slot when the agent has a queue. A turn that has to wait makes its
-    /// task visible first (SUBMITTED), so the caller is answered and can cancel it; a full queue
-    /// is refused before the task exists.
+    /// task visible first (SUBMITTED), so the caller is answered and can cancel it, and records
+    /// its priority for a takeover; a full queue is refused before the task exists. A turn taken
+    /// over is readmitted where it was: its priority, and the time its task last changed (when
+    /// it was queued, for a turn never sent).
     async fn admit(&mut self) -> Result<Option<crate::upstream::queue::Permit>, A2aError> {
         use crate::upstream::queue::Admission;
         let Some(queue) = self.turn.agent.queue() else {
             return Ok(None);
         };
-        let rx = match queue.admit(self.turn.priority)? {
+        let since_ms = match (&self.current, self.turn.resume) {
+            (Some((task, _)), Resume::Reattach | Resume::Redispatch) => Some(
+                task.status
+                    .as_ref()
+                    .and_then(|s| s.timestamp)
+                    .map_or(0, |t| t.as_millis()),
+            ),
+            _ => None,
+        };
+        let admission = match since_ms {
+            Some(ms) => queue.readmit(self.turn.priority, ms),
+            None => queue.admit(self.turn.priority)?,
+        };
+        let rx = match admission {
             Admission::Now(permit) => return Ok(Some(permit)),
             Admission::Queued(rx) => rx,
         };
@@ -682,12 +724,47 @@ impl Runner<'_> {
         if self.current.is_none() {
             self.create().await?;
         }
+        if self.turn.resume == Resume::No {
+            let mark = DispatchMark::Queued {
+                priority: self.turn.priority.rank(),
+            };
+            // Without it a takeover dispatches the turn at NORMAL priority: not worth failing it.
+            if let Err(e) = self
+                .svc
+                .inner
+                .store
+                .mark_dispatch(self.task_id(), mark)
+                .await
+            {
+                tracing::warn!(task_id = %self.task_id(), error = %e, "cannot record the queued turn's priority");
+            }
+        }
         tokio::select! {
             permit = rx => permit
                 .map(Some)
                 .map_err(|_| A2aError::Internal("the dispatch queue closed".into())),
             _ = self.turn.cancel.cancelled() => Err(A2aError::Internal("canceled while queued".into())),
         }
+    }
+
+    /// Records, before an upstream agent is sent the turn of an existing task, that its sending
+    /// begins: a replica taking the task over can then tell a turn never sent (it dispatches it)
+    /// from one whose outcome upstream it cannot know. (A new task's first turn that needed no
+    /// wait is sent before the task exists; nothing is left to take over if the replica dies
+    /// then.)
+    async fn mark_sending(&self) -> Result<(), A2aError> {
+        if !self.turn.agent.is_remote() || self.current.is_none() {
+            return Ok(());
+        }
+        let mark = DispatchMark::Sending {
+            turn: self.turn.request.turn,
+        };
+        self.svc
+            .inner
+            .store
+            .mark_dispatch(self.task_id(), mark)
+            .await
+            .map_err(|e| store_error(self.task_id(), e))
     }
 
     /// Stores changes as one write, then publishes their events.

@@ -97,9 +97,9 @@ impl UpstreamClient {
         }
     }
 
-    /// The A2A 1.0 client with this call's credentials.
-    async fn authorised(&self) -> Result<Transport, A2aError> {
-        let header = match &self.auth {
+    /// The transport with this call's credentials and `extra` headers (gRPC metadata).
+    async fn authorised(&self, extra: &[(&str, &str)]) -> Result<Transport, A2aError> {
+        let auth = match &self.auth {
             Auth::None => None,
             Auth::Header { name, value } => Some((name.clone(), value.clone())),
             Auth::OAuth2(source) => Some((
@@ -107,15 +107,21 @@ impl UpstreamClient {
                 format!("Bearer {}", source.token(&self.http, &self.agent).await?),
             )),
         };
-        Ok(match (&self.transport, header) {
-            (t, None) => t.clone(),
-            (Transport::V1(c), Some((k, v))) => Transport::V1(
-                c.clone()
-                    .with_header(&k, &v)
-                    .map_err(|e| self.error(ClientError::Config(e.to_string())))?,
-            ),
-            (Transport::V03(c), Some((k, v))) => Transport::V03(c.with_header(k, v)),
-        })
+        let headers = auth
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(extra.iter().copied());
+        let mut transport = self.transport.clone();
+        for (k, v) in headers {
+            transport = match transport {
+                Transport::V1(c) => Transport::V1(
+                    c.with_header(k, v)
+                        .map_err(|e| self.error(ClientError::Config(e.to_string())))?,
+                ),
+                Transport::V03(c) => Transport::V03(c.with_header(k.to_owned(), v.to_owned())),
+            };
+        }
+        Ok(transport)
     }
 
     /// After the upstream refused the credentials, a cached token is dropped.
@@ -126,16 +132,26 @@ impl UpstreamClient {
         }
     }
 
-    pub async fn send(&self, req: SendMessageRequest) -> Result<SendMessageResponse, A2aError> {
-        let result = match self.authorised().await? {
+    /// SendMessage; with `idempotency_key`, under that `Idempotency-Key`.
+    pub async fn send(
+        &self,
+        req: SendMessageRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<SendMessageResponse, A2aError> {
+        let result = match self.authorised(&key_header(idempotency_key)).await? {
             Transport::V1(c) => c.send_message(req).await,
             Transport::V03(c) => c.send_message(req).await,
         };
         result.map_err(|e| self.error(e))
     }
 
-    pub async fn stream(&self, req: SendMessageRequest) -> Result<EventStream, A2aError> {
-        let result = match self.authorised().await? {
+    /// SendStreamingMessage; with `idempotency_key`, under that `Idempotency-Key`.
+    pub async fn stream(
+        &self,
+        req: SendMessageRequest,
+        idempotency_key: Option<&str>,
+    ) -> Result<EventStream, A2aError> {
+        let result = match self.authorised(&key_header(idempotency_key)).await? {
             Transport::V1(c) => c.send_streaming_message(req).await,
             Transport::V03(c) => c.send_streaming_message(req).await,
         };
@@ -152,7 +168,7 @@ impl UpstreamClient {
             history_length: Some(0),
             ..Default::default()
         };
-        match self.authorised().await.map_err(ClientError::A2a)? {
+        match self.authorised(&[]).await.map_err(ClientError::A2a)? {
             Transport::V1(c) => c.get_task(req).await,
             Transport::V03(c) => c.get_task(req).await,
         }
@@ -163,7 +179,7 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        let result = match self.authorised().await? {
+        let result = match self.authorised(&[]).await? {
             Transport::V1(c) => c.cancel_task(req).await,
             Transport::V03(c) => c.cancel_task(req).await,
         };
@@ -175,7 +191,7 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        let result = match self.authorised().await? {
+        let result = match self.authorised(&[]).await? {
             Transport::V1(c) => c.subscribe_to_task(req).await,
             Transport::V03(c) => c.subscribe_to_task(req).await,
         };
@@ -214,6 +230,11 @@ impl UpstreamClient {
             })
             .boxed()
     }
+}
+
+/// The header that carries an idempotency key (lower case: gRPC metadata keys must be).
+fn key_header(key: Option<&str>) -> Vec<(&'static str, &str)> {
+    key.map(|k| ("idempotency-key", k)).into_iter().collect()
 }
 
 pub fn upstream_error(agent: &str, e: ClientError) -> A2aError {

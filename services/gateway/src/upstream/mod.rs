@@ -26,6 +26,10 @@ pub use client::UpstreamClient;
 use config::AgentConfig;
 use queue::DispatchQueue;
 
+/// Toward an upstream that declares the gateway's own idempotency extension, every send carries
+/// a key, so a takeover can send a turn again that the replica that died was sending.
+pub use crate::service::IDEMPOTENCY_EXTENSION;
+
 /// Longest wait between heartbeats of a failing agent.
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
@@ -213,6 +217,15 @@ impl UpstreamAgent {
             .unwrap_or(false)
     }
 
+    /// Whether the upstream's card declares [`IDEMPOTENCY_EXTENSION`].
+    fn idempotent(&self) -> bool {
+        self.read()
+            .card
+            .as_ref()
+            .and_then(|c| c.capabilities.as_ref())
+            .is_some_and(|c| c.extensions.iter().any(|e| e.uri == IDEMPOTENCY_EXTENSION))
+    }
+
     /// Records a call's outcome: availability moves; no answer marks the agent unhealthy until
     /// the next heartbeat succeeds.
     fn record<T>(&self, result: &Result<T, A2aError>) {
@@ -280,6 +293,14 @@ impl Agent for UpstreamAgent {
             load: self.queue.load(),
             weight: self.config.weight,
         })
+    }
+
+    fn is_remote(&self) -> bool {
+        true
+    }
+
+    fn resends_idempotently(&self) -> bool {
+        self.idempotent()
     }
 
     fn queue(&self) -> Option<Arc<DispatchQueue>> {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use a2a_store::UpstreamRef;
 use a2a_types::A2aError;
-use a2a_types::state::{is_settled, state_of};
+use a2a_types::state::{is_interrupted, is_settled, state_of};
 use a2a_types::v1::{
     Artifact, Message, SendMessageConfiguration, SendMessageRequest, StreamResponse, Task,
     TaskState, send_message_response, stream_response::Payload,
@@ -45,14 +45,16 @@ pub(super) async fn execute(
         }),
         ..Default::default()
     };
-    tracing::debug!(agent = %agent.config.name, task_id = %req.task_id, binding = %client.binding(), streaming, "proxying a turn");
+    let key = agent.idempotent().then(|| idempotency_key(&req));
+    let key = key.as_deref();
+    tracing::debug!(agent = %agent.config.name, task_id = %req.task_id, binding = %client.binding(), streaming, idempotency_key = key, "proxying a turn");
     if streaming {
-        let stream = client.map_stream(client.stream(out).await?);
+        let stream = client.map_stream(client.stream(out, key).await?);
         if map.pump(stream).await? {
             return Ok(());
         }
     } else {
-        match client.send(out).await?.payload {
+        match client.send(out, key).await?.payload {
             Some(send_message_response::Payload::Message(m)) => {
                 map.message(m).await?;
                 return Ok(());
@@ -73,15 +75,30 @@ pub(super) async fn execute(
     map.poll(&client).await
 }
 
-/// Takes over a task whose dispatching replica died: re-attach to the upstream task.
+/// The `Idempotency-Key` of a turn: the gateway task id, the same on every replica, plus the
+/// turn for a task's later messages (each of them is a request of its own upstream).
+pub(super) fn idempotency_key(req: &AgentRequest) -> String {
+    match req.turn {
+        0 | 1 => req.task_id.clone(),
+        n => format!("{}.{n}", req.task_id),
+    }
+}
+
+/// Takes over a task whose dispatching replica died: re-attach to the upstream task. A turn the
+/// replica had not sent is dispatched again instead (`execute`), and so is one it was sending
+/// when the upstream honours idempotency keys; what reaches here without upstream ids is a send
+/// that began toward an upstream that may or may not have run it.
 pub(super) async fn resume(
     agent: &UpstreamAgent,
     req: AgentRequest,
     events: AgentEvents,
 ) -> Result<(), A2aError> {
     if req.upstream.is_none() {
-        return Err(A2aError::Unavailable(format!(
-            "the replica dispatching task {} stopped before upstream agent {} named its task",
+        // Not `Unavailable`: the upstream did nothing wrong, and must not be marked unhealthy.
+        return Err(A2aError::Internal(format!(
+            "the replica dispatching task {} stopped while sending it to upstream agent {}, \
+             before the upstream named its task: the outcome upstream is unknown (it may or may \
+             not have run); send the message again if it is safe to repeat",
             req.task_id, agent.config.name
         )));
     }
@@ -181,9 +198,12 @@ impl Mapper {
             let _ = slot.set(u.clone());
         }
         let (state, artifacts) = match (&req.task, resume) {
-            (Some(t), true) => (state_of(t), t.artifacts.clone()),
-            // A continued task: the runner has just recorded WORKING.
-            (Some(t), false) => (TaskState::Working, t.artifacts.clone()),
+            // A continued task, with the snapshot from before its message: the runner has just
+            // recorded WORKING. (A turn dispatched again by a takeover has the current one.)
+            (Some(t), false) if is_interrupted(state_of(t)) => {
+                (TaskState::Working, t.artifacts.clone())
+            }
+            (Some(t), _) => (state_of(t), t.artifacts.clone()),
             (None, _) => (TaskState::Submitted, Vec::new()),
         };
         Self {

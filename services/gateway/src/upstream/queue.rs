@@ -1,6 +1,9 @@
 //! The bounded, prioritised dispatch queue of one upstream agent: at most `limit` turns run at
-//! once; the next ones wait, highest priority first (then first come, first served), and when
-//! `capacity` of them wait already, a new one is refused with a retryable error.
+//! once; the next ones wait, highest priority first (then first come, first served, by the time
+//! they arrived), and when `capacity` of them wait already, a new one is refused with a
+//! retryable error. A turn taken over from a replica that died comes back with its priority and
+//! its original arrival time ([`DispatchQueue::readmit`]): it was admitted once, so it is never
+//! refused, and it goes before newer work of its priority.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -47,6 +50,21 @@ impl Priority {
             .unwrap_or_default()
     }
 
+    /// The number stored with a queued task (0 = LOW .. 3 = CRITICAL).
+    pub fn rank(self) -> i16 {
+        self as i16
+    }
+
+    /// The priority of a stored rank; NORMAL for one this build does not know.
+    pub fn from_rank(rank: i16) -> Self {
+        match rank {
+            0 => Self::Low,
+            2 => Self::High,
+            3 => Self::Critical,
+            _ => Self::Normal,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Low => "LOW",
@@ -69,13 +87,18 @@ pub struct DispatchQueue {
 struct State {
     running: usize,
     waiting: BinaryHeap<Waiter>,
-    /// Arrival counter: ties in priority go first come, first served.
+    /// Arrival counter: ties in priority and arrival millisecond go first come, first served.
     arrivals: u64,
+    /// The latest arrival millisecond given out (arrival times never go back with the clock).
+    last_ms: i64,
 }
+
+/// When a turn arrived: Unix milliseconds, then the order of arrival here.
+type Arrival = (i64, u64);
 
 struct Waiter {
     priority: Priority,
-    arrival: u64,
+    arrival: Arrival,
     tx: oneshot::Sender<Permit>,
 }
 
@@ -129,31 +152,57 @@ impl DispatchQueue {
 
     /// A slot now, a place in the queue, or a retryable refusal when the queue is full.
     pub fn admit(self: &Arc<Self>, priority: Priority) -> Result<Admission, A2aError> {
-        let mut state = self.lock();
-        if state.running < self.limit && state.waiting.is_empty() {
-            state.running += 1;
-            return Ok(Admission::Now(Permit {
-                queue: Some(self.clone()),
-            }));
-        }
-        if state.waiting.len() >= self.capacity {
-            return Err(A2aError::Unavailable(format!(
+        self.enter(priority, None).ok_or_else(|| {
+            let state = self.lock();
+            A2aError::Unavailable(format!(
                 "agent {} is saturated: {} turns running and {} queued (the queue is full); \
                  retry later",
                 self.agent,
                 state.running,
                 state.waiting.len()
-            )));
+            ))
+        })
+    }
+
+    /// Admits a turn taken over from another replica, which queued it at `since_ms` (Unix
+    /// milliseconds): never refused (it was admitted once), and ahead of every turn of its
+    /// priority that arrived later.
+    pub fn readmit(self: &Arc<Self>, priority: Priority, since_ms: i64) -> Admission {
+        let admission = self.enter(priority, Some(since_ms));
+        admission.expect("a readmitted turn is never refused")
+    }
+
+    /// `None`: the queue is full (never for a readmitted turn, which has `since_ms`).
+    fn enter(self: &Arc<Self>, priority: Priority, since_ms: Option<i64>) -> Option<Admission> {
+        let mut state = self.lock();
+        if state.running < self.limit && state.waiting.is_empty() {
+            state.running += 1;
+            return Some(Admission::Now(Permit {
+                queue: Some(self.clone()),
+            }));
+        }
+        if since_ms.is_none() && state.waiting.len() >= self.capacity {
+            return None;
         }
         let (tx, rx) = oneshot::channel();
         state.arrivals += 1;
-        let arrival = state.arrivals;
+        let arrival = match since_ms {
+            // Before whatever arrived here in the same millisecond.
+            Some(ms) => (ms, 0),
+            None => {
+                let now = a2a_types::wkt::Timestamp::now()
+                    .as_millis()
+                    .max(state.last_ms);
+                state.last_ms = now;
+                (now, state.arrivals)
+            }
+        };
         state.waiting.push(Waiter {
             priority,
             arrival,
             tx,
         });
-        Ok(Admission::Queued(rx))
+        Some(Admission::Queued(rx))
     }
 
     /// Turns running plus turns waiting, over the running limit (0 = idle, 1 = every slot busy).
@@ -242,6 +291,45 @@ mod tests {
             .expect("the slot skips the waiter that left");
         drop(p);
         assert!(matches!(q.admit(Priority::Low), Ok(Admission::Now(_))));
+    }
+
+    #[tokio::test]
+    async fn a_readmitted_turn_keeps_its_place_and_is_never_refused() {
+        let q = DispatchQueue::new("a", 1, 1);
+        let running = now(q.admit(Priority::Normal));
+        let mut newer = queued(q.admit(Priority::Normal));
+        assert!(q.admit(Priority::Normal).is_err(), "the queue is full");
+        let earlier_ms = a2a_types::wkt::Timestamp::now().as_millis() - 60_000;
+        let Admission::Queued(mut older) = q.readmit(Priority::Normal, earlier_ms) else {
+            panic!("expected a place in the queue");
+        };
+        let Admission::Queued(mut low) = q.readmit(Priority::Low, earlier_ms - 1) else {
+            panic!("expected a place in the queue");
+        };
+        drop(running);
+        let p = older
+            .try_recv()
+            .expect("the older turn goes before newer work");
+        assert!(newer.try_recv().is_err());
+        drop(p);
+        let p = newer.try_recv().expect("then the newer one");
+        drop(p);
+        let p = low.try_recv().expect("priority still comes first");
+        drop(p);
+        assert_eq!(q.load(), 0.0);
+    }
+
+    #[test]
+    fn priority_ranks_round_trip() {
+        for p in [
+            Priority::Low,
+            Priority::Normal,
+            Priority::High,
+            Priority::Critical,
+        ] {
+            assert_eq!(Priority::from_rank(p.rank()), p);
+        }
+        assert_eq!(Priority::from_rank(99), Priority::Normal);
     }
 
     #[test]

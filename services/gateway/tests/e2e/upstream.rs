@@ -6,6 +6,7 @@ mod faults;
 mod orchestration;
 mod proxy;
 mod python;
+mod recorder;
 mod takeover;
 
 use serde_json::{Value, json};

@@ -1,8 +1,11 @@
-//! `kill -9` of the replica dispatching a task: two real gateway binaries on one PostgreSQL and
-//! one Redis, fronting one upstream. The surviving replica takes the task over within about one
-//! dispatch lease (it re-attaches to the upstream task), the task finishes, and a client that
-//! resumes its stream on the survivor with `Last-Event-ID` sees the stream complete. A built-in
-//! agent's task on the dead replica cannot be resumed: it ends FAILED instead of staying WORKING.
+//! `kill -9` of the replica dispatching tasks: two real gateway binaries on one PostgreSQL and
+//! one Redis, fronting one upstream. The surviving replica takes the tasks over within about one
+//! dispatch lease: it re-attaches to upstream tasks (a client that resumes its stream on the
+//! survivor with `Last-Event-ID` sees the stream complete), and dispatches the turns that were
+//! still waiting in the dead replica's queue, each exactly once. A built-in agent's task on the
+//! dead replica cannot be resumed: it ends FAILED instead of staying WORKING. A turn whose send
+//! had begun is sent again under the same `Idempotency-Key` to an upstream that honours one,
+//! and otherwise ends FAILED as of unknown outcome.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +16,29 @@ use crate::harness::{SseStream, script_message};
 use crate::postgres::process::GatewayProcess;
 
 const CHUNKS: u64 = 30;
+
+/// A config file (in a fresh temp dir) with a short dispatch lease and one agent `up`.
+struct Config {
+    dir: std::path::PathBuf,
+    path: String,
+}
+
+impl Config {
+    fn write(agent: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("a2a-takeover-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("gateway.toml");
+        std::fs::write(&path, format!("[dispatch]\nlease_ms = 1500\n\n{agent}")).unwrap();
+        let path = path.to_str().unwrap().to_owned();
+        Self { dir, path }
+    }
+}
+
+impl Drop for Config {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
 
 fn replica(
     db: &a2a_testing::TestDatabase,
@@ -65,20 +91,9 @@ async fn a_surviving_replica_takes_over_a_dead_replicas_task() {
     let db = a2a_testing::TestDatabase::create().await;
     let redis = a2a_testing::TestRedis::create().await;
     GatewayProcess::migrate(db.url());
-    let dir = std::env::temp_dir().join(format!("a2a-takeover-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[dispatch]\nlease_ms = 1500\n\n{}",
-            super::agent("up", &up.url(""), "")
-        ),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap();
-    let a = replica(&db, &redis, config);
-    let b = replica(&db, &redis, config);
+    let config = Config::write(&super::agent("up", &up.url(""), ""));
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
 
     // An upstream task streaming through A, and a built-in task hanging on A.
     let params = json!({"tenant": "up",
@@ -148,5 +163,280 @@ async fn a_surviving_replica_takes_over_a_dead_replicas_task() {
     .await;
     assert!(failed.to_string().contains("stopped"), "{failed}");
     b.stop();
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `returnImmediately` SendMessage of `text` (a plain message) to agent `up` on `gw`; the task id.
+async fn send_text(gw: &GatewayProcess, message_id: &str, text: &str) -> String {
+    let params = json!({"tenant": "up", "configuration": {"returnImmediately": true},
+        "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}});
+    gw.ok("SendMessage", params).await["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn state_is(state: &'static str) -> impl Fn(&Value) -> bool {
+    move |t: &Value| t["status"]["state"] == state
+}
+
+// More sends than the upstream's max_concurrency: the turns still queued on the replica that is
+// killed never reached the upstream, so the survivor dispatches them (none ends FAILED), and the
+// upstream sees every task exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_queued_on_a_dead_replica_are_dispatched_by_the_survivor() {
+    const SENDS: usize = 6;
+    let up = upstream("").await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &up.url(""), "max_concurrency = 2"));
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
+
+    // Each runs about two seconds upstream: two run, four wait in A's queue.
+    let mut ids = Vec::new();
+    for i in 0..SENDS {
+        let mut message = script_message(json!({"chunks": 20, "delayMs": 100}));
+        message["messageId"] = json!(format!("queued-{i}"));
+        let params = json!({"tenant": "up", "message": message,
+            "configuration": {"returnImmediately": true}});
+        ids.push(
+            a.ok("SendMessage", params).await["task"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let queued = {
+        let mut n = 0;
+        for id in &ids {
+            n += usize::from(
+                a.ok("GetTask", json!({"id": id})).await["status"]["state"]
+                    == "TASK_STATE_SUBMITTED",
+            );
+        }
+        n
+    };
+    assert_eq!(queued, SENDS - 2, "all but two wait in the queue");
+    a.kill9();
+
+    for id in &ids {
+        let task = until(&b, id, "the task never finished", |t| {
+            t["status"]["state"] != "TASK_STATE_SUBMITTED"
+                && t["status"]["state"] != "TASK_STATE_WORKING"
+        })
+        .await;
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+        let parts = task["artifacts"][0]["parts"].as_array().unwrap().len();
+        assert_eq!(parts, 20, "every chunk once: {task}");
+    }
+    // Exactly once upstream: one upstream task per send, each message among them once.
+    let listed = up.ok("ListTasks", json!({"pageSize": 100})).await;
+    assert_eq!(listed["totalSize"], SENDS as u64, "{listed}");
+    let mut seen: Vec<&str> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let history = t["history"].as_array().unwrap();
+            let user = history.iter().find(|m| m["role"] == "ROLE_USER").unwrap();
+            user["messageId"].as_str().unwrap()
+        })
+        .collect();
+    seen.sort_unstable();
+    let expected: Vec<String> = (0..SENDS).map(|i| format!("queued-{i}")).collect();
+    assert_eq!(seen, expected, "{listed}");
+    b.stop();
+}
+
+/// Two replicas in front of the recorder, with one turn running upstream at a time. A first
+/// task holds the slot; a second waits in A's queue, then is being sent (the recorder does not
+/// answer) when A is killed. Returns the survivor and both task ids.
+async fn kill_while_sending(
+    rec: &super::recorder::Recorder,
+    db: &a2a_testing::TestDatabase,
+    redis: &a2a_testing::TestRedis,
+    config: &Config,
+) -> (GatewayProcess, String, String) {
+    let a = replica(db, redis, &config.path);
+    let b = replica(db, redis, &config.path);
+    let first = send_text(&a, "m-hold", "hold").await;
+    let second = send_text(&a, "m-hang", "hang").await;
+    assert_eq!(
+        a.ok("GetTask", json!({"id": second})).await["status"]["state"],
+        "TASK_STATE_SUBMITTED",
+        "queued behind the first"
+    );
+    rec.release();
+    until(
+        &a,
+        &first,
+        "the first task never completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    rec.wait_sent("hang", 1).await;
+    a.kill9();
+    (b, first, second)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_of_unknown_outcome_fails_without_the_idempotency_extension() {
+    let rec = super::recorder::Recorder::start(false).await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &rec.url(), "max_concurrency = 1"));
+    let (b, _, second) = kill_while_sending(&rec, &db, &redis, &config).await;
+
+    let failed = until(
+        &b,
+        &second,
+        "the task was not settled",
+        state_is("TASK_STATE_FAILED"),
+    )
+    .await;
+    let text = failed["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("outcome upstream is unknown"), "{failed}");
+    // The upstream did nothing wrong: it is still routed to.
+    let next = send_text(&b, "m-next", "next").await;
+    until(
+        &b,
+        &next,
+        "the next task was not completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    // Never sent again, and no key toward an upstream that does not declare the extension.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = rec.sent();
+    assert_eq!(
+        sent.iter().filter(|s| s.text == "hang").count(),
+        1,
+        "{sent:?}"
+    );
+    assert!(sent.iter().all(|s| s.idempotency_key.is_none()), "{sent:?}");
+    b.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_of_unknown_outcome_is_sent_again_under_the_same_idempotency_key() {
+    let rec = super::recorder::Recorder::start(true).await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &rec.url(), "max_concurrency = 1"));
+    let (b, first, second) = kill_while_sending(&rec, &db, &redis, &config).await;
+
+    let done = until(
+        &b,
+        &second,
+        "the task was not completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    assert_eq!(done["artifacts"][0]["parts"][0]["text"], "done", "{done}");
+    let sent = rec.sent();
+    let keys = |text: &str| -> Vec<Option<String>> {
+        sent.iter()
+            .filter(|s| s.text == text)
+            .map(|s| s.idempotency_key.clone())
+            .collect()
+    };
+    // The key is the gateway task id: the same on both replicas.
+    assert_eq!(keys("hold"), [Some(first)], "{sent:?}");
+    assert_eq!(
+        keys("hang"),
+        [Some(second.clone()), Some(second)],
+        "sent once more, under the same key: {sent:?}"
+    );
+    b.stop();
+}
+
+// A task's next message that was still queued on the replica that died: the survivor sends it
+// to the same upstream task (re-attaching instead would leave the task waiting for input with
+// the message lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_queued_on_a_dead_replica_reaches_the_upstream_task() {
+    let up = upstream("").await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &up.url(""), "max_concurrency = 1"));
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
+
+    let asking = a
+        .ok(
+            "SendMessage",
+            json!({"tenant": "up", "message": script_message(json!({"end": "input-required"}))}),
+        )
+        .await["task"]
+        .clone();
+    assert_eq!(asking["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+    // A long turn takes the only slot; the follow-up waits behind it.
+    let long = a
+        .ok(
+            "SendMessage",
+            json!({"tenant": "up", "configuration": {"returnImmediately": true},
+                   "message": script_message(json!({"chunks": 20, "delayMs": 100}))}),
+        )
+        .await["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut reply = script_message(json!({}));
+    reply["taskId"] = asking["id"].clone();
+    let queued = a
+        .ok(
+            "SendMessage",
+            json!({"message": reply, "configuration": {"returnImmediately": true}}),
+        )
+        .await;
+    assert_eq!(queued["task"]["status"]["state"], "TASK_STATE_WORKING");
+    let theirs = up.ok("ListTasks", json!({})).await;
+    let waiting = theirs["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["status"]["state"] == "TASK_STATE_INPUT_REQUIRED");
+    assert!(waiting, "the follow-up has not been sent yet: {theirs}");
+    a.kill9();
+
+    let id = asking["id"].as_str().unwrap();
+    let done = until(&b, id, "the follow-up never ran", |t| {
+        t["status"]["state"] != "TASK_STATE_WORKING"
+    })
+    .await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    until(
+        &b,
+        &long,
+        "the long task never completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    let theirs = up.ok("ListTasks", json!({})).await;
+    assert_eq!(theirs["totalSize"], 2, "no new upstream task: {theirs}");
+    let users = |t: &Value| {
+        t["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .count()
+    };
+    let counts: Vec<usize> = theirs["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(users)
+        .collect();
+    assert!(
+        counts.contains(&2),
+        "both messages reached one upstream task: {theirs}"
+    );
+    b.stop();
 }
