@@ -207,15 +207,21 @@ async fn turns_queued_on_a_dead_replica_are_dispatched_by_the_survivor() {
                 .to_owned(),
         );
     }
-    let queued = {
-        let mut n = 0;
+    // The two running turns show WORKING once their upstream says so; the rest stay SUBMITTED.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let queued = loop {
+        let mut states = Vec::new();
         for id in &ids {
-            n += usize::from(
-                a.ok("GetTask", json!({"id": id})).await["status"]["state"]
-                    == "TASK_STATE_SUBMITTED",
-            );
+            states.push(a.ok("GetTask", json!({"id": id})).await["status"]["state"].clone());
         }
-        n
+        let working = states.iter().filter(|s| *s == "TASK_STATE_WORKING").count();
+        if working == 2 || std::time::Instant::now() > deadline {
+            break states
+                .iter()
+                .filter(|s| *s == "TASK_STATE_SUBMITTED")
+                .count();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     assert_eq!(queued, SENDS - 2, "all but two wait in the queue");
     a.kill9();
