@@ -195,7 +195,8 @@ mod tests {
         }
     }
 
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+    /// A header map of `pairs` (also for the bindings' own tests).
+    pub(crate) fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.append(k.clone(), HeaderValue::from_str(v).unwrap());

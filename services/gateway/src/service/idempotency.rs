@@ -168,8 +168,10 @@ impl A2aService {
             let held = match store.claim_key(&req).await {
                 Ok(KeyClaim::Claimed) => return Ok(Keyed::Dispatch(self.hold(&req))),
                 Ok(KeyClaim::Held(held)) => held,
-                // Freed between the insert and the read: claim again.
-                Err(StoreError::Conflict { .. }) => continue,
+                // Freed between the insert and the read: claim again (while time is left).
+                Err(StoreError::Conflict { .. }) if tokio::time::Instant::now() < deadline => {
+                    continue;
+                }
                 Err(e) => return Err(store_error(&req.task_id, e)),
             };
             if held.fingerprint != req.fingerprint {

@@ -295,14 +295,7 @@ fn accepts_a2a_json(headers: &HeaderMap) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn headers(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(k.clone(), HeaderValue::from_str(v).unwrap());
-        }
-        h
-    }
+    use crate::bindings::tests::headers;
 
     #[test]
     fn accept_negotiation() {
