@@ -3,9 +3,8 @@
 # store), HTTP/2 cleartext, 64 connections with one stream each (64 concurrent streams), each row
 # measured for the given seconds after 1 s of warm-up:
 #   SendMessage (echo)  over JSON-RPC, HTTP+JSON and gRPC, with `a2a-loadtest send`
-#                       (loadtest/fanout, the a2a-client crate): a new task per request, as
-#                       sends are idempotent per (caller, messageId) and a repeated body would
-#                       measure the retry path (the first task looked up), not a new task.
+#                       (loadtest/fanout, the a2a-client crate): a new task per request, each
+#                       with its own messageId, as a real client sends them.
 #   GetTask             over JSON-RPC, HTTP+JSON and gRPC, with h2load: a read, so one repeated
 #                       request is what is meant.
 #   GET /healthz        with h2load: the raw limit of the HTTP stack in the same run.

@@ -513,9 +513,8 @@ fn cpu_time() -> Result<Duration> {
 
 /// SendMessage to the echo agent over `binding` from `workers` workers, each on its own
 /// connection with one request in flight, for `secs` after the warm-up. Every messageId is new
-/// (`bench-<run>-<worker>-<n>`): sends are idempotent per (caller, messageId), so a repeated id
-/// would measure the retry path instead of a new task; `<run>` keeps ids apart between runs on
-/// one gateway. Prints one line of `key=value` fields (bench-bindings.sh parses it); `tasks` is
+/// (`bench-<run>-<worker>-<n>`), as a real client mints them; `<run>` keeps ids apart between
+/// runs on one gateway. Prints one line of `key=value` fields (bench-bindings.sh parses it); `tasks` is
 /// every successful send, warm-up included, for checking the gateway's task count. Fails, with
 /// no line, when any send did.
 async fn send(base: &str, binding: &str, workers: usize, secs: u64) -> Result<()> {
