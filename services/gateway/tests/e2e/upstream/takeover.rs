@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::upstream;
-use crate::harness::{SseStream, script_message};
+use crate::harness::{SseStream, TestGateway, script_message};
 use crate::postgres::process::GatewayProcess;
 
 const CHUNKS: u64 = 30;
@@ -359,6 +359,114 @@ async fn a_send_of_unknown_outcome_is_sent_again_under_the_same_idempotency_key(
         "sent once more, under the same key: {sent:?}"
     );
     b.stop();
+}
+
+// The same in front of a real upstream that honours the key (a gateway running `scenario`),
+// through a proxy that passes the queued turn's send on but not its answer: the upstream runs
+// the turn once, answers the survivor's re-send from that run, and the task completes with all
+// of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_sent_turn_runs_exactly_once_on_an_upstream_gateway() {
+    const CHUNKS: usize = 30;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxied = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy =
+        super::recorder::Recorder::forwarding(proxied, listener.local_addr().unwrap()).await;
+    // Its card sends callers through the proxy.
+    let up = TestGateway::on_listener(
+        listener,
+        &format!(
+            "default_agent = \"scenario\"\npublic_url = \"{}\"\n",
+            proxy.url()
+        ),
+    )
+    .await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let agent = super::agent(
+        "up",
+        &proxy.url(),
+        "bindings = [\"JSONRPC\"]\nmax_concurrency = 1",
+    );
+    let config = Config::write(&agent);
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
+
+    // A first turn holds the only slot for about 1.5 s; the second waits in A's queue, then is
+    // sent (about three seconds upstream: the re-send usually finds its run still going).
+    let send = |text: &str, chunks: usize| {
+        let mut message = script_message(json!({"chunks": chunks, "delayMs": 100}));
+        message["parts"][0]["text"] = json!(text);
+        json!({"tenant": "up", "message": message, "configuration": {"returnImmediately": true}})
+    };
+    a.ok("SendMessage", send("run", 15)).await;
+    let queued = a.ok("SendMessage", send("hang", CHUNKS)).await["task"].clone();
+    assert_eq!(
+        queued["status"]["state"], "TASK_STATE_SUBMITTED",
+        "{queued}"
+    );
+    let id = queued["id"].as_str().unwrap().to_owned();
+    let message_id = queued["history"][0]["messageId"].clone();
+    proxy.wait_sent("hang", 1).await;
+    // The upstream has its task; A has not heard of it, and dies.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while up.ok("ListTasks", json!({})).await["totalSize"] != 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the send never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    a.kill9();
+
+    let done = until(&b, &id, "the task was not settled", |t| {
+        t["status"]["state"] != "TASK_STATE_SUBMITTED"
+            && t["status"]["state"] != "TASK_STATE_WORKING"
+    })
+    .await;
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let sent = proxy.wait_sent("hang", 2).await;
+    let keys: Vec<_> = sent.iter().map(|s| s.idempotency_key.clone()).collect();
+    assert_eq!(
+        keys,
+        [Some(id.clone()), Some(id)],
+        "re-sent once, under the same key"
+    );
+
+    // One upstream task for the turn, which ran its message once; its whole answer is the
+    // gateway's.
+    let theirs = up.ok("ListTasks", json!({"pageSize": 100})).await;
+    let users = |t: &Value| -> Vec<Value> {
+        let history = t["history"].as_array().unwrap();
+        history
+            .iter()
+            .filter(|m| m["role"] == "ROLE_USER")
+            .map(|m| m["messageId"].clone())
+            .collect()
+    };
+    let ran: Vec<&Value> = theirs["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| users(t).contains(&message_id))
+        .collect();
+    assert_eq!(ran.len(), 1, "one upstream task: {theirs}");
+    assert_eq!(users(ran[0]), [message_id], "the message once: {theirs}");
+    assert_eq!(
+        ran[0]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{theirs}"
+    );
+    // ListTasks leaves artifacts out.
+    let answer = up.ok("GetTask", json!({"id": ran[0]["id"]})).await["artifacts"].clone();
+    let chunks = answer[0]["parts"].as_array().map(Vec::len);
+    assert_eq!(chunks, Some(CHUNKS), "{answer}");
+    assert_eq!(
+        done["artifacts"], answer,
+        "the upstream's answer, once: {done}"
+    );
+    b.stop();
+    up.stop().await;
 }
 
 // A task's next message that was still queued on the replica that died: the survivor sends it
