@@ -59,7 +59,21 @@ async fn run(pool: PgPool, mut rx: mpsc::Receiver<Claim>) {
             match settle(&pool, &batch).await {
                 Ok(outcomes) => {
                     for (claim, outcome) in batch.into_iter().zip(outcomes) {
-                        let _ = claim.reply.send(outcome);
+                        // A caller that went away while its claim was in flight (its client
+                        // hung up) never learns it holds the key: free it, or it would stick.
+                        if let Err(Ok(KeyClaim::Claimed)) = claim.reply.send(outcome) {
+                            let req = &claim.req;
+                            if let Err(e) = super::dispatch::release_key(
+                                &pool,
+                                &req.owner,
+                                &req.key,
+                                &req.task_id,
+                            )
+                            .await
+                            {
+                                tracing::warn!(error = %e, "cannot free an unclaimed idempotency key");
+                            }
+                        }
                     }
                 }
                 Err(e) => {

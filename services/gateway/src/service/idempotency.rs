@@ -180,14 +180,19 @@ impl A2aService {
             if self.reached(&req.owner, &held).await? {
                 return Ok(Keyed::Replay(held.task_id));
             }
-            if held.abandoned
-                && store
+            if held.abandoned {
+                // Armed before the write: a send dropped meanwhile frees what it may have taken.
+                let hold = self.hold(&req);
+                let reclaimed = store
                     .reclaim_key(&req, &held.task_id)
                     .await
-                    .map_err(|e| store_error(&req.task_id, e))?
-            {
-                tracing::info!(task_id = %held.task_id, "idempotency key of a stopped replica claimed anew");
-                return Ok(Keyed::Dispatch(self.hold(&req)));
+                    .map_err(|e| store_error(&req.task_id, e));
+                if reclaimed? {
+                    tracing::info!(task_id = %held.task_id, "idempotency key of a stopped replica claimed anew");
+                    return Ok(Keyed::Dispatch(hold));
+                }
+                // Someone else took it: nothing of ours to free.
+                hold.keep();
             }
             if tokio::time::Instant::now() + pause > deadline {
                 return Err(A2aError::Unavailable(
