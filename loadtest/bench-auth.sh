@@ -59,9 +59,9 @@ done
 export BENCH_TOKEN; BENCH_TOKEN=$(cat "$WORK/token")
 BODY='{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}'
 # The authenticated gateway refuses a request without the token and completes one with it.
-code=$(curl -s -o /dev/null -w '%{http_code}' -H 'A2A-Version: 1.0' "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY")
+code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY")
 [[ "$code" == 401 ]] || { echo "bench: the auth gateway answered $code without a token" >&2; exit 1; }
-curl -sf -H 'A2A-Version: 1.0' -H "Authorization: Bearer $BENCH_TOKEN" "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY" \
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -H "Authorization: Bearer $BENCH_TOKEN" "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY" \
   | grep -q TASK_STATE_COMPLETED || { echo "bench: the token is not accepted" >&2; exit 1; }
 
 run() { # name, port

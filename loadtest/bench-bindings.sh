@@ -48,7 +48,7 @@ BASE="http://127.0.0.1:$PORT"
 for _ in $(seq 50); do curl -sf "$BASE/healthz" >/dev/null && break; sleep 0.1; done
 
 # One task to read back.
-TASK=$(curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
+TASK=$(curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"seed","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
   | sed -E 's/.*"task":\{"id":"([^"]+)".*/\1/')
 [[ ${#TASK} == 36 ]] || { echo "bench: could not create a task" >&2; exit 1; }
@@ -60,8 +60,8 @@ printf '%s' "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{\"
 { printf '\x00\x00\x00\x00\x26\x12\x24'; printf '%s' "$TASK"; } > "$WORK/grpc-get.bin"
 
 # Sanity: each GetTask request succeeds once before it is measured.
-curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" -d @"$WORK/rpc-get.json" | grep -q '"result"'
-curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/rest/tasks/$TASK" | grep -q "$TASK"
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" -d @"$WORK/rpc-get.json" | grep -q '"result"'
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "$BASE/a2a/rest/tasks/$TASK" | grep -q "$TASK"
 st=$(curl -s --http2-prior-knowledge -o /dev/null -w '%header{grpc-status}' -H 'content-type: application/grpc' -H 'te: trailers' \
   --data-binary @"$WORK/grpc-get.bin" "$BASE/lf.a2a.v1.A2AService/GetTask" || true)
 # curl prints trailers only on newer versions; fall back to h2load's status check below.
@@ -113,7 +113,7 @@ run "GetTask      gRPC"                 "${GRPC[@]}" -d "$WORK/grpc-get.bin"   "
 
 # a2a-loadtest waits for the answer to every request it sends, so none is cut off at the end:
 # the count is exact.
-TOTAL=$(curl -sf -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
+TOTAL=$(curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "$BASE/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
   | sed -E 's/.*"totalSize":([0-9]+).*/\1/')
 if [[ "$TOTAL" != $((SENT + 1)) ]]; then

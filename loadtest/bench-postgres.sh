@@ -59,7 +59,7 @@ A2A_DATABASE_URL="$DB_URL" RUST_LOG=warn "$BIN" migrate
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" A2A_DATABASE_URL="$DB_URL" "$BIN" &
 GW=$!
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.1; done
-curl -sf -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
   | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage does not complete" >&2; exit 1; }
 

@@ -35,7 +35,7 @@ RUST_LOG=warn A2A_CONFIG="$WORK/front.toml" A2A_LISTEN="127.0.0.1:$FRONT_PORT" "
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$FRONT_PORT/agents/up/.well-known/agent-card.json" >/dev/null && break; sleep 0.1; done
 
 # One checked request through the front before measuring.
-curl -sf -H 'A2A-Version: 1.0' "http://127.0.0.1:$FRONT_PORT/a2a/jsonrpc" \
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$FRONT_PORT/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"tenant":"up","message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
   | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage through the gateway does not complete" >&2; exit 1; }
 

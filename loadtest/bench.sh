@@ -23,7 +23,7 @@ trap 'kill "$GW" 2>/dev/null || true; wait "$GW" 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 
 # One checked request before measuring: the benchmark must measure successes.
-curl -sf -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
+curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
   | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage does not complete" >&2; exit 1; }
 
@@ -44,7 +44,7 @@ echo "a2a-gateway benchmark: $CONNS connections, $DURATION each, $(nproc) cores,
 read -r RAW _ < <(run "GET /healthz (raw limit)" "http://127.0.0.1:$PORT/healthz")
 read -r SEND SENT < <(run "SendMessage echo (JSON-RPC)" -s loadtest/send-echo.lua "http://127.0.0.1:$PORT/a2a/jsonrpc")
 
-TOTAL=$(curl -sf -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
+TOTAL=$(curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
   -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
   | sed -E 's/.*"totalSize":([0-9]+).*/\1/')
 # wrk does not count requests still in flight when it stops, so allow up to one per connection.
