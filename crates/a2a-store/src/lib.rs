@@ -321,4 +321,18 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// Connections of the pool behind the store, if it has one (the PostgreSQL pool metrics).
+    fn pool_stats(&self) -> Option<PoolStats> {
+        None
+    }
+}
+
+/// A connection pool's state at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections lent out to a query or transaction.
+    pub in_use: u32,
+    /// Open connections waiting to be lent.
+    pub idle: u32,
 }

@@ -166,16 +166,24 @@ impl A2aService {
         let mut pause = Duration::from_millis(10);
         loop {
             let held = match store.claim_key(&req).await {
-                Ok(KeyClaim::Claimed) => return Ok(Keyed::Dispatch(self.hold(&req))),
+                Ok(KeyClaim::Claimed) => {
+                    metrics::counter!("a2a_idempotent_requests_total", "result" => "claimed")
+                        .increment(1);
+                    return Ok(Keyed::Dispatch(self.hold(&req)));
+                }
                 Ok(KeyClaim::Held(held)) => held,
                 // Freed between the insert and the read: claim again.
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(&req.task_id, e)),
             };
             if held.fingerprint != req.fingerprint {
+                metrics::counter!("a2a_idempotent_requests_total", "result" => "refused")
+                    .increment(1);
                 return Err(A2aError::IdempotencyKeyReused { key: req.key });
             }
             if self.reached(&req.owner, &held).await? {
+                metrics::counter!("a2a_idempotent_requests_total", "result" => "replayed")
+                    .increment(1);
                 return Ok(Keyed::Replay(held.task_id));
             }
             if held.abandoned

@@ -13,6 +13,7 @@ mod grpc;
 mod idempotency;
 mod isolation;
 mod lifecycle;
+mod metrics;
 mod listing;
 mod postgres;
 mod push_configs;
