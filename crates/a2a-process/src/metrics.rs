@@ -101,8 +101,14 @@ mod tests {
         let handle = super::install("test", "0.0.0");
         metrics::histogram!("a2a_test_seconds").record(0.0003);
         let text = super::render(&handle);
-        assert!(text.contains("a2a_build_info{binary=\"test\",version=\"0.0.0\""), "{text}");
-        assert!(text.contains("a2a_test_seconds_bucket{le=\"0.0005\"} 1"), "{text}");
+        assert!(
+            text.contains("a2a_build_info{binary=\"test\",version=\"0.0.0\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("a2a_test_seconds_bucket{le=\"0.0005\"} 1"),
+            "{text}"
+        );
         if cfg!(target_os = "linux") {
             assert!(text.contains("process_resident_memory_bytes "), "{text}");
             assert!(text.contains("process_open_fds "), "{text}");

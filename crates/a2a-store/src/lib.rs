@@ -10,6 +10,7 @@
 mod cursor;
 mod idempotency;
 mod memory;
+mod metered;
 #[cfg(feature = "postgres")]
 pub mod pg;
 mod redact;
@@ -22,6 +23,7 @@ use async_trait::async_trait;
 pub use cursor::Cursor;
 pub use idempotency::{HeldKey, KeyClaim, KeyRequest};
 pub use memory::MemoryTaskStore;
+pub use metered::Metered;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
 pub use redact::redact_url;

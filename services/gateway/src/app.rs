@@ -73,6 +73,8 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     if let Some(name) = &config.file.default_agent {
         agents.set_default(name)?;
     }
+    // Every store operation is timed (`a2a_store_operation_duration_seconds`).
+    let store: Arc<dyn TaskStore> = Arc::new(a2a_store::Metered::new(store));
     let svc = A2aService::new(
         store,
         bus,

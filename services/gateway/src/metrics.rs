@@ -68,3 +68,31 @@ impl Drop for TurnTimer {
             .record(self.started.elapsed().as_secs_f64());
     }
 }
+
+/// One call to an upstream agent: `a2a_upstream_calls_total{agent,binding,method,outcome}` and
+/// `a2a_upstream_call_duration_seconds{agent,binding,method}`. The heartbeat's probe is not a
+/// call (it shows as `a2a_upstream_healthy`).
+pub fn upstream_call(
+    agent: &str,
+    binding: &'static str,
+    method: &'static str,
+    error: Option<&a2a_types::A2aError>,
+    elapsed: std::time::Duration,
+) {
+    let outcome = error.map_or("ok", |e| e.codes().reason);
+    metrics::counter!(
+        "a2a_upstream_calls_total",
+        "agent" => agent.to_owned(),
+        "binding" => binding,
+        "method" => method,
+        "outcome" => outcome,
+    )
+    .increment(1);
+    metrics::histogram!(
+        "a2a_upstream_call_duration_seconds",
+        "agent" => agent.to_owned(),
+        "binding" => binding,
+        "method" => method,
+    )
+    .record(elapsed.as_secs_f64());
+}

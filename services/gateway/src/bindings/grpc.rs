@@ -233,9 +233,9 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
-        self.unary("SendMessage", req,
-            |svc, ctx, m| async move { svc.send_message(&ctx, m).await },
-        )
+        self.unary("SendMessage", req, |svc, ctx, m| async move {
+            svc.send_message(&ctx, m).await
+        })
         .await
     }
 
@@ -252,9 +252,9 @@ impl A2aServiceTrait for GrpcBinding {
     }
 
     async fn get_task(&self, req: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary("GetTask", req,
-            |svc, ctx, m| async move { svc.get_task(&ctx, m).await },
-        )
+        self.unary("GetTask", req, |svc, ctx, m| async move {
+            svc.get_task(&ctx, m).await
+        })
         .await
     }
 
@@ -262,16 +262,16 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<ListTasksRequest>,
     ) -> Result<Response<ListTasksResponse>, Status> {
-        self.unary("ListTasks", req,
-            |svc, ctx, m| async move { svc.list_tasks(&ctx, m).await },
-        )
+        self.unary("ListTasks", req, |svc, ctx, m| async move {
+            svc.list_tasks(&ctx, m).await
+        })
         .await
     }
 
     async fn cancel_task(&self, req: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary("CancelTask", req,
-            |svc, ctx, m| async move { svc.cancel_task(&ctx, m).await },
-        )
+        self.unary("CancelTask", req, |svc, ctx, m| async move {
+            svc.cancel_task(&ctx, m).await
+        })
         .await
     }
 
@@ -291,9 +291,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<TaskPushNotificationConfig>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
-        self.unary("CreateTaskPushNotificationConfig", req, |svc, ctx, m| async move {
-            svc.create_push_config(&ctx, m).await
-        })
+        self.unary(
+            "CreateTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.create_push_config(&ctx, m).await },
+        )
         .await
     }
 
@@ -301,9 +303,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<GetTaskPushNotificationConfigRequest>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
-        self.unary("GetTaskPushNotificationConfig", req, |svc, ctx, m| async move {
-            svc.get_push_config(&ctx, m).await
-        })
+        self.unary(
+            "GetTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.get_push_config(&ctx, m).await },
+        )
         .await
     }
 
@@ -311,9 +315,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<ListTaskPushNotificationConfigsRequest>,
     ) -> Result<Response<ListTaskPushNotificationConfigsResponse>, Status> {
-        self.unary("ListTaskPushNotificationConfigs", req, |svc, ctx, m| async move {
-            svc.list_push_configs(&ctx, m).await
-        })
+        self.unary(
+            "ListTaskPushNotificationConfigs",
+            req,
+            |svc, ctx, m| async move { svc.list_push_configs(&ctx, m).await },
+        )
         .await
     }
 
@@ -331,9 +337,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<DeleteTaskPushNotificationConfigRequest>,
     ) -> Result<Response<pbjson_types::Empty>, Status> {
-        self.unary("DeleteTaskPushNotificationConfig", req, |svc, ctx, m| async move {
-            svc.delete_push_config(&ctx, m).await
-        })
+        self.unary(
+            "DeleteTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.delete_push_config(&ctx, m).await },
+        )
         .await
         .map(|r| r.map(|()| pbjson_types::Empty {}))
     }

@@ -288,7 +288,9 @@ impl A2aService {
     /// health and queue depth by agent, and the PostgreSQL pool.
     pub fn record_gauges(&self) {
         for agent in self.inner.agents.iter() {
-            let Some(status) = agent.status() else { continue };
+            let Some(status) = agent.status() else {
+                continue;
+            };
             let name = agent.name().to_owned();
             metrics::gauge!("a2a_upstream_healthy", "agent" => name.clone())
                 .set(if status.healthy { 1.0 } else { 0.0 });

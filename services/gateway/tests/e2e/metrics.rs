@@ -21,11 +21,16 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
     let err = gw.rpc("GetTask", json!({"id": "no-such-task"})).await;
     assert_eq!(err["error"]["code"], -32001);
     let keyed = json!({"message": user_message("keyed")});
-    let first = gw.rpc_keyed("SendMessage", keyed.clone(), "metrics-key").await;
+    let first = gw
+        .rpc_keyed("SendMessage", keyed.clone(), "metrics-key")
+        .await;
     let retry = gw.rpc_keyed("SendMessage", keyed, "metrics-key").await;
     assert_eq!(first["result"]["task"]["id"], retry["result"]["task"]["id"]);
     let events = gw
-        .stream("SendStreamingMessage", json!({"message": user_message("s")}))
+        .stream(
+            "SendStreamingMessage",
+            json!({"message": user_message("s")}),
+        )
         .await
         .collect()
         .await;
@@ -117,7 +122,10 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
     );
     grew("a2a_turn_duration_seconds_count", &[echo], 5.0);
     assert!(after.has("a2a_open_streams", &[jsonrpc]), "{}", after.text);
-    assert_eq!(after.value("a2a_build_info", &[("binary", "a2a-gateway")]), 1.0);
+    assert_eq!(
+        after.value("a2a_build_info", &[("binary", "a2a-gateway")]),
+        1.0
+    );
     assert!(after.value("process_resident_memory_bytes", &[]) > 0.0);
     assert!(after.value("process_open_fds", &[]) > 0.0);
     if std::env::var("A2A_E2E_STORE").as_deref() == Ok("postgres") {
@@ -207,7 +215,9 @@ struct Scrape {
 impl Scrape {
     async fn take(gw: &TestGateway) -> Self {
         let admin = gw.admin.expect("the gateway has an admin listener");
-        let resp = reqwest::get(format!("http://{admin}/metrics")).await.unwrap();
+        let resp = reqwest::get(format!("http://{admin}/metrics"))
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
         let media = resp.headers()["content-type"].to_str().unwrap().to_owned();
         assert!(media.starts_with("text/plain"), "{media}");
@@ -239,7 +249,9 @@ impl Scrape {
             let wanted = labels
                 .iter()
                 .all(|(k, v)| set.split(',').any(|kv| kv == format!("{k}=\"{v}\"")));
-            (metric == name && wanted).then(|| value.parse().ok()).flatten()
+            (metric == name && wanted)
+                .then(|| value.parse().ok())
+                .flatten()
         })
     }
 }
