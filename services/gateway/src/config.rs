@@ -538,6 +538,21 @@ mod tests {
             Config::from_parts(FileConfig::default(), env(&[("A2A_LISTEN", "nope")])).unwrap_err();
         assert!(err.contains("A2A_LISTEN"), "{err}");
         assert!(FileConfig::parse("[card]\nnmae = \"typo\"").is_err());
+        let err = Config::from_parts(FileConfig::default(), env(&[("A2A_ADMIN_LISTEN", ":9464")]))
+            .unwrap_err();
+        assert!(err.contains("A2A_ADMIN_LISTEN"), "{err}");
+    }
+
+    #[test]
+    fn the_admin_listener_is_off_unless_set() {
+        let off = Config::from_parts(FileConfig::default(), env(&[])).unwrap();
+        assert_eq!(off.admin_listen, None);
+        let on = Config::from_parts(
+            FileConfig::default(),
+            env(&[("A2A_ADMIN_LISTEN", "127.0.0.1:9464")]),
+        )
+        .unwrap();
+        assert_eq!(on.admin_listen, Some("127.0.0.1:9464".parse().unwrap()));
     }
 
     #[test]

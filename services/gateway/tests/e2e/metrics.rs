@@ -8,7 +8,8 @@ use a2a_types::v1::{GetTaskRequest, Message, Part, Role, SendMessageRequest, par
 use serde_json::json;
 use tonic::Request;
 
-use crate::harness::{TestGateway, user_message};
+use crate::harness::{TestGateway, script_message, user_message};
+use crate::upstream::{agent, script, upstream};
 
 #[tokio::test]
 async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
@@ -35,6 +36,14 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         .collect()
         .await;
     assert!(!events.is_empty());
+    // A stream whose events come after it opened: on Redis they reach it through the bus.
+    let chunks = json!({"tenant": "scenario", "message": script_message(json!({"chunks": 3, "delayMs": 20}))});
+    let events = gw
+        .stream("SendStreamingMessage", chunks)
+        .await
+        .collect()
+        .await;
+    assert!(events.len() >= 4, "{events:?}");
 
     // HTTP+JSON: a send and an error.
     let rest = |path: &str| gw.client.request(reqwest::Method::GET, gw.url(path));
@@ -121,6 +130,11 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         5.0,
     );
     grew("a2a_turn_duration_seconds_count", &[echo], 5.0);
+    grew(
+        "a2a_store_operation_duration_seconds_count",
+        &[("operation", "create"), ok],
+        6.0,
+    );
     assert!(after.has("a2a_open_streams", &[jsonrpc]), "{}", after.text);
     assert_eq!(
         after.value("a2a_build_info", &[("binary", "a2a-gateway")]),
@@ -130,6 +144,7 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
     assert!(after.value("process_open_fds", &[]) > 0.0);
     if std::env::var("A2A_E2E_STORE").as_deref() == Ok("postgres") {
         assert!(after.has("a2a_store_pool_connections", &[("state", "idle")]));
+        grew("a2a_bus_delivery_lag_seconds_count", &[], 1.0);
     }
 
     // The probes are on the admin listener too.
@@ -174,6 +189,42 @@ async fn refused_callers_are_counted_by_reason() {
         after.value("a2a_requests_total", &labels) - before.value("a2a_requests_total", &labels);
     assert!(delta >= 2.0, "{delta}\n{}", after.text);
     gw.stop().await;
+}
+
+#[tokio::test]
+async fn upstream_calls_health_and_queues_are_measured_by_agent() {
+    let up = upstream("").await;
+    let front = TestGateway::with_env(
+        &agent("metered", &up.url(""), ""),
+        &[("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned())],
+    )
+    .await;
+    let before = Scrape::take(&front).await;
+    let task = front
+        .ok(
+            "SendMessage",
+            script("metered", json!({"chunks": 1}), json!({})),
+        )
+        .await;
+    assert_eq!(
+        task["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{task}"
+    );
+    let after = Scrape::take(&front).await;
+    let metered = ("agent", "metered");
+    let calls = |s: &Scrape| s.value("a2a_upstream_calls_total", &[metered, ("outcome", "ok")]);
+    assert!(calls(&after) - calls(&before) >= 1.0, "{}", after.text);
+    assert!(after.has("a2a_upstream_call_duration_seconds_count", &[metered]));
+    assert_eq!(after.value("a2a_upstream_healthy", &[metered]), 1.0);
+    assert!(
+        after.has("a2a_upstream_queue_depth", &[metered]),
+        "{}",
+        after.text
+    );
+    let created = |s: &Scrape| s.value("a2a_tasks_created_total", &[metered]);
+    assert_eq!(created(&after) - created(&before), 1.0);
+    front.stop().await;
+    up.stop().await;
 }
 
 impl TestGateway {

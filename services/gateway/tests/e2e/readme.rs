@@ -64,7 +64,7 @@ fn json(raw: &str) -> Value {
 fn sse(raw: &str) -> Vec<Value> {
     raw.lines()
         .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| json(d))
+        .map(json)
         .collect()
 }
 
