@@ -136,7 +136,7 @@ impl GrpcBinding {
                 .map(|out| respond(out, admitted.extensions)),
             Err(err) => Err(err),
         };
-        call.finish(result.as_ref().map(|_| ()));
+        call.finish(&result);
         result.map_err(|err| err.to_status())
     }
 
@@ -161,7 +161,7 @@ impl GrpcBinding {
         let (events, extensions) = match opened {
             Ok(opened) => opened,
             Err(err) => {
-                call.finish(Err::<(), _>(&err));
+                call.failed(&err);
                 return Err(err.to_status());
             }
         };

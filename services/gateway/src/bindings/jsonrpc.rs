@@ -62,7 +62,7 @@ pub async fn handle(
                 limit: svc.max_body_bytes(),
             };
             let body = json_response(error_body(&Value::Null, &err));
-            call.finish(Err::<(), _>(&err));
+            call.failed(&err);
             return (StatusCode::PAYLOAD_TOO_LARGE, body).into_response();
         }
         Err(rejection) => {
@@ -83,13 +83,13 @@ pub async fn handle(
         Ok(a) => a,
         Err(r) => {
             let response = json_response(error_body(&id, r.error()));
-            call.finish(Err::<(), _>(r.error()));
+            call.failed(r.error());
             return refused(response, r);
         }
     };
     let mut response = match dispatch(&svc, &admitted.ctx, &id, &method, params).await {
         Ok(Outcome::Json(body)) => {
-            call.finish(Ok::<_, &A2aError>(()));
+            call.ok();
             json_response(body)
         }
         Ok(Outcome::Stream(events)) => {
@@ -112,7 +112,7 @@ pub async fn handle(
 
 /// The error response of a call, with its outcome recorded.
 fn failed(call: Call, id: &Value, err: &A2aError) -> Response {
-    call.finish(Err::<(), _>(err));
+    call.failed(err);
     json_response(error_body(id, err))
 }
 

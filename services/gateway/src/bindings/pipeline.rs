@@ -1,7 +1,8 @@
 //! The one request pipeline every binding runs. A binding starts a [`Call`] when a request
 //! arrives, names its method once it knows it, and runs [`Call::admit`] (service parameters,
 //! authentication, extensions) before it decodes the payload; the call ends with the
-//! operation's outcome ([`Call::finish`], or [`Call::stream`] for a stream that opened).
+//! operation's outcome ([`Call::ok`], [`Call::failed`], or [`Call::stream`] for a stream that
+//! opened).
 //! Request metrics hang here, so a new cross-cutting concern (rate limits, the server span) is
 //! added in this file rather than in each binding.
 //!
@@ -139,9 +140,22 @@ impl Call {
         })
     }
 
-    /// Records the outcome of a call that answered with one response.
-    pub fn finish<T>(mut self, outcome: Result<T, &A2aError>) {
-        self.record(outcome.err().map_or("ok", |e| e.codes().reason));
+    /// Records a call answered with success.
+    pub fn ok(mut self) {
+        self.record("ok");
+    }
+
+    /// Records a call answered with `err` (the outcome is its ErrorInfo reason).
+    pub fn failed(mut self, err: &A2aError) {
+        self.record(err.codes().reason);
+    }
+
+    /// Records a call's result.
+    pub fn finish<T>(self, result: &Result<T, A2aError>) {
+        match result {
+            Ok(_) => self.ok(),
+            Err(e) => self.failed(e),
+        }
     }
 
     /// Records an error answered with an ErrorInfo reason of the binding's own (REST's 405).

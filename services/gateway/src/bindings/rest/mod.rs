@@ -94,7 +94,7 @@ async fn handle(
         Ok(a) => a,
         Err(r) => {
             let response = errors::response(r.error());
-            call.finish(Err::<(), _>(r.error()));
+            call.failed(r.error());
             return refused(response, r);
         }
     };
@@ -103,7 +103,7 @@ async fn handle(
     let outcome = match check_content_type(&headers, &body) {
         Ok(()) => call_op(&svc, &admitted.ctx, route, uri.query(), &body).await,
         Err(err) => {
-            call.finish(Err::<(), _>(&err));
+            call.failed(&err);
             let mut response = errors::unsupported_media_type(&err);
             if let Some(v) = admitted.extensions {
                 response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
@@ -113,7 +113,7 @@ async fn handle(
     };
     let mut response = match outcome {
         Ok(Reply::Json(bytes)) => {
-            call.finish(Ok::<_, &A2aError>(()));
+            call.ok();
             let media = if accepts_a2a_json(&headers) {
                 A2A_JSON
             } else {
@@ -127,7 +127,7 @@ async fn handle(
         }
         Ok(Reply::Stream(events)) => sse::respond(call.stream(events), svc.keep_alive(), sse_data),
         Ok(Reply::Card(doc)) => {
-            call.finish(Ok::<_, &A2aError>(()));
+            call.ok();
             let cache = format!("private, max-age={}", doc.max_age_secs);
             let mut response = super::card::conditional(&doc, &headers, &cache);
             if response.status() == StatusCode::OK && accepts_a2a_json(&headers) {
@@ -147,7 +147,7 @@ async fn handle(
 
 /// The error response of a call, with its outcome recorded.
 fn failed(call: Call, err: &A2aError) -> Response {
-    call.finish(Err::<(), _>(err));
+    call.failed(err);
     errors::response(err)
 }
 
