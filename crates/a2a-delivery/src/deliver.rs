@@ -2,7 +2,6 @@
 //! retry loop around [`Webhooks::attempt`], the delivery log and the dead letters.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use a2a_store::pg::{AttemptRecord, NewDeadLetter};
@@ -11,7 +10,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::DeliveryStore;
-use crate::metrics::Metrics;
+use crate::metrics;
 use crate::retry::RetryPolicy;
 use crate::webhook::{Attempt, Webhooks};
 
@@ -39,7 +38,6 @@ pub struct Deliverer {
     pub store: Arc<dyn DeliveryStore>,
     pub webhooks: Webhooks,
     pub retry: RetryPolicy,
-    pub metrics: Arc<Metrics>,
     pub log: LogSink,
 }
 
@@ -54,7 +52,6 @@ impl Deliverer {
             let started = Instant::now();
             let result = self.webhooks.attempt(d.task_id, d.body, d.config).await;
             let latency = started.elapsed();
-            self.metrics.attempt_latency.observe(latency);
             let record =
                 |outcome: &'static str, status: Option<u16>, error: Option<String>| AttemptRecord {
                     task_id: d.task_id.to_owned(),
@@ -68,11 +65,8 @@ impl Deliverer {
                 };
             let (status, error, retry_after) = match result {
                 Attempt::Delivered { status } => {
-                    self.metrics.attempts_delivered.fetch_add(1, Relaxed);
-                    self.metrics.delivered.fetch_add(1, Relaxed);
-                    if let Some(ms) = d.published_ms {
-                        self.metrics.event_latency.observe(since_unix_ms(ms));
-                    }
+                    metrics::attempt("delivered", latency);
+                    metrics::delivered(d.published_ms.map(since_unix_ms));
                     self.log.send(record("delivered", Some(status), None)).await;
                     return Outcome::Delivered { attempts: attempt };
                 }
@@ -82,7 +76,7 @@ impl Deliverer {
                     retry_after,
                 } if attempt < self.retry.max_attempts => (status, error, retry_after),
                 Attempt::Retry { status, error, .. } | Attempt::Refused { status, error } => {
-                    self.metrics.attempts_failed.fetch_add(1, Relaxed);
+                    metrics::attempt("failed", latency);
                     self.log
                         .send(record("dead_lettered", status, Some(error.clone())))
                         .await;
@@ -93,7 +87,7 @@ impl Deliverer {
                     };
                 }
             };
-            self.metrics.attempts_retry.fetch_add(1, Relaxed);
+            metrics::attempt("retry", latency);
             let delay = self.retry.delay(attempt, retry_after);
             tracing::debug!(task_id = d.task_id, seq = d.seq, config_id = %d.config.id,
                 attempt, %error, ?delay, "push delivery failed; retrying");
@@ -105,7 +99,7 @@ impl Deliverer {
     async fn dead_letter(&self, d: &Delivery<'_>, attempts: u32, error: &str) {
         tracing::warn!(task_id = d.task_id, seq = d.seq, config_id = %d.config.id, attempts,
             error, "push delivery gave up: dead letter");
-        self.metrics.dead_lettered.fetch_add(1, Relaxed);
+        metrics::dead_lettered();
         let letter = NewDeadLetter {
             task_id: d.task_id.to_owned(),
             seq: d.seq,

@@ -16,7 +16,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::deliver::{Deliverer, LogSink};
 use crate::memory::MemoryDeliveryStore;
-use crate::metrics::Metrics;
 use crate::pipeline::{Entry, Pipeline};
 use crate::webhook::Webhooks;
 use crate::{Acknowledge, RetryPolicy};
@@ -50,15 +49,14 @@ impl Acknowledge for InProcess {
 
 /// Delivers the events that arrive on `feed` (the tap of the gateway's bus) for the tasks of
 /// `tasks` that have push configs, until `shutdown`. Returns the delivery state (its dead
-/// letters) and the metrics.
+/// letters).
 pub fn start(
     tasks: Arc<MemoryTaskStore>,
     mut feed: UnboundedReceiver<BusEvent>,
     settings: Settings,
     shutdown: CancellationToken,
-) -> Result<(Arc<MemoryDeliveryStore>, Arc<Metrics>), String> {
+) -> Result<Arc<MemoryDeliveryStore>, String> {
     let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
-    let metrics = Arc::new(Metrics::default());
     let webhooks = Webhooks::new(
         settings.policy,
         settings.keys,
@@ -72,7 +70,6 @@ pub fn start(
         store: store.clone(),
         webhooks,
         retry: settings.retry,
-        metrics: metrics.clone(),
         log,
     };
     let pipeline = Pipeline::new(
@@ -111,7 +108,7 @@ pub fn start(
             });
         }
     });
-    Ok((store, metrics))
+    Ok(store)
 }
 
 fn now_ms() -> u64 {

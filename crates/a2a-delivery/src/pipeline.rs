@@ -14,7 +14,6 @@
 //! sent; the heartbeat keeps exactly those entries from being taken over by another worker.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -136,10 +135,7 @@ impl Pipeline {
             slot.published_ms = slot.published_ms.or(entry.published_ms);
             start
         };
-        self.deliverer
-            .metrics
-            .in_flight
-            .store(self.in_flight() as i64, Relaxed);
+        crate::metrics::in_flight(self.in_flight());
         if start {
             let this = self.clone();
             tokio::spawn(async move { this.run(entry.task_id).await });
@@ -317,10 +313,7 @@ impl Pipeline {
                 state.in_flight.remove(id);
             }
         }
-        self.deliverer
-            .metrics
-            .in_flight
-            .store(self.in_flight() as i64, Relaxed);
+        crate::metrics::in_flight(self.in_flight());
         self.space.notify_waiters();
     }
 

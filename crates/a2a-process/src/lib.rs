@@ -1,5 +1,7 @@
 //! Process plumbing shared by the binaries (`a2a-gateway`, `a2a-worker`).
 
+pub mod metrics;
+
 use tokio_util::sync::CancellationToken;
 
 /// Cancels `shutdown` on SIGINT or SIGTERM, logging `what` the process does before it exits.

@@ -10,6 +10,7 @@
 mod cursor;
 mod idempotency;
 mod memory;
+mod metered;
 #[cfg(feature = "postgres")]
 pub mod pg;
 mod redact;
@@ -22,6 +23,7 @@ use async_trait::async_trait;
 pub use cursor::Cursor;
 pub use idempotency::{HeldKey, KeyClaim, KeyRequest};
 pub use memory::MemoryTaskStore;
+pub use metered::Metered;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
 pub use redact::redact_url;
@@ -321,4 +323,18 @@ pub trait TaskStore: Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// Connections of the pool behind the store, if it has one (the PostgreSQL pool metrics).
+    fn pool_stats(&self) -> Option<PoolStats> {
+        None
+    }
+}
+
+/// A connection pool's state at one moment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Connections lent out to a query or transaction.
+    pub in_use: u32,
+    /// Open connections waiting to be lent.
+    pub idle: u32,
 }

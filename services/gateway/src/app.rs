@@ -73,6 +73,8 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     if let Some(name) = &config.file.default_agent {
         agents.set_default(name)?;
     }
+    // Every store operation is timed (`a2a_store_operation_duration_seconds`).
+    let store: Arc<dyn TaskStore> = Arc::new(a2a_store::Metered::new(store));
     let svc = A2aService::new(
         store,
         bus,
@@ -216,12 +218,46 @@ pub fn router(svc: A2aService) -> Router {
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route(a2a_push::JWKS_PATH, get(jwks))
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
+        .merge(health_routes())
         .merge(rest::routes())
         .layer(DefaultBodyLimit::max(limit))
         .with_state(svc)
         .merge(grpc)
+}
+
+/// `/healthz` (the process is up) and `/readyz` (the task store answers): on the public port
+/// and on the admin listener.
+fn health_routes() -> Router<A2aService> {
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+}
+
+/// The admin listener's routes: `/metrics` (Prometheus text), `/healthz`, `/readyz`.
+pub fn admin_router(svc: A2aService) -> Router {
+    let handle = crate::metrics::install();
+    Router::new()
+        .route(
+            "/metrics",
+            get(move |State(svc): State<A2aService>| {
+                let handle = handle.clone();
+                async move { crate::metrics::scrape(&svc, &handle) }
+            }),
+        )
+        .merge(health_routes())
+        .with_state(svc)
+}
+
+/// Serves the admin routes on `listener` until `shutdown` fires. Installs the process's metrics
+/// recorder (once per process): until then every metric is a no-op.
+pub async fn serve_admin(
+    listener: TcpListener,
+    svc: A2aService,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, admin_router(svc))
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }
 
 /// The public keys that verify push deliveries (`X-A2A-Push-Signature`).

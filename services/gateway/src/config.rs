@@ -16,6 +16,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "address to listen on (HTTP/1.1 and h2c); default 127.0.0.1:8080",
     ),
     (
+        "A2A_ADMIN_LISTEN",
+        "address of the admin listener (/metrics, /healthz, /readyz), e.g. 127.0.0.1:9464; \
+         unset = none",
+    ),
+    (
         "A2A_PUBLIC_URL",
         "base URL written into the agent card; default http://<A2A_LISTEN>",
     ),
@@ -62,6 +67,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
 #[derive(Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// The admin listener (`A2A_ADMIN_LISTEN`): `/metrics`, `/healthz`, `/readyz`; `None` = none.
+    pub admin_listen: Option<SocketAddr>,
     pub public_url: String,
     pub database_url: Option<String>,
     /// PostgreSQL pool settings: the file's `[database]` with the environment applied.
@@ -80,6 +87,7 @@ impl std::fmt::Debug for Config {
         let redacted = |u: &Option<String>| u.as_deref().map(a2a_store::redact_url);
         f.debug_struct("Config")
             .field("listen", &self.listen)
+            .field("admin_listen", &self.admin_listen)
             .field("public_url", &self.public_url)
             .field("database_url", &redacted(&self.database_url))
             .field("database", &self.database)
@@ -358,6 +366,13 @@ impl Config {
         let listen: SocketAddr = listen_raw.parse().map_err(|e| {
             format!("A2A_LISTEN={listen_raw:?} is not an address like 127.0.0.1:8080: {e}")
         })?;
+        let admin_listen = nonempty("A2A_ADMIN_LISTEN")
+            .map(|raw| {
+                raw.parse().map_err(|e| {
+                    format!("A2A_ADMIN_LISTEN={raw:?} is not an address like 127.0.0.1:9464: {e}")
+                })
+            })
+            .transpose()?;
         let public_url = nonempty("A2A_PUBLIC_URL")
             .or_else(|| file.public_url.clone())
             .unwrap_or_else(|| format!("http://{listen}"));
@@ -375,6 +390,7 @@ impl Config {
         file.push = push_config(file.push, &nonempty)?;
         Ok(Self {
             listen,
+            admin_listen,
             public_url,
             database_url: nonempty("A2A_DATABASE_URL"),
             database,
@@ -522,6 +538,21 @@ mod tests {
             Config::from_parts(FileConfig::default(), env(&[("A2A_LISTEN", "nope")])).unwrap_err();
         assert!(err.contains("A2A_LISTEN"), "{err}");
         assert!(FileConfig::parse("[card]\nnmae = \"typo\"").is_err());
+        let err = Config::from_parts(FileConfig::default(), env(&[("A2A_ADMIN_LISTEN", ":9464")]))
+            .unwrap_err();
+        assert!(err.contains("A2A_ADMIN_LISTEN"), "{err}");
+    }
+
+    #[test]
+    fn the_admin_listener_is_off_unless_set() {
+        let off = Config::from_parts(FileConfig::default(), env(&[])).unwrap();
+        assert_eq!(off.admin_listen, None);
+        let on = Config::from_parts(
+            FileConfig::default(),
+            env(&[("A2A_ADMIN_LISTEN", "127.0.0.1:9464")]),
+        )
+        .unwrap();
+        assert_eq!(on.admin_listen, Some("127.0.0.1:9464".parse().unwrap()));
     }
 
     #[test]

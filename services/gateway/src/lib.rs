@@ -6,5 +6,6 @@ pub mod auth;
 pub mod bindings;
 pub mod config;
 pub mod keys;
+pub mod metrics;
 pub mod service;
 pub mod upstream;

@@ -20,7 +20,7 @@ const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...]
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
 A2A_REDIS_PREFIX,
-A2A_CONFIG, RUST_LOG); see the README.";
+A2A_ADMIN_LISTEN, A2A_CONFIG, RUST_LOG); see the README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).
 const EX_CONFIG: u8 = 78;
@@ -129,6 +129,18 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
     );
     if let Some(warning) = app::open_access_warning(&config, addr) {
         tracing::warn!("{warning}");
+    }
+    if let Some(admin) = config.admin_listen {
+        let listener = match tokio::net::TcpListener::bind(admin).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("a2a-gateway: cannot listen on {admin} (A2A_ADMIN_LISTEN): {e}");
+                return Err(ExitCode::FAILURE);
+            }
+        };
+        let addr = listener.local_addr().map_or(admin, |a| a);
+        tracing::info!("admin listener on http://{addr} (/metrics, /healthz, /readyz)");
+        tokio::spawn(app::serve_admin(listener, svc.clone(), shutdown.clone()));
     }
     tokio::spawn(a2a_process::shutdown_on_signal(
         shutdown.clone(),

@@ -8,7 +8,6 @@ use bytes::Bytes;
 
 use crate::config::WorkerConfig;
 use crate::deliver::{Deliverer, Delivery, LogSink, Outcome};
-use crate::metrics::Metrics;
 
 pub const USAGE: &str =
     "dead-letters list [--all] [--limit N] | dead-letters replay (<id>... | --all)";
@@ -126,7 +125,6 @@ async fn replay(
         store: Arc::new(store.clone()),
         webhooks: crate::webhooks(config)?,
         retry: config.retry,
-        metrics: Arc::new(Metrics::default()),
         log,
     };
     let mut out = Vec::new();

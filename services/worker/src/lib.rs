@@ -18,7 +18,6 @@ pub mod stream;
 pub use a2a_delivery::{deliver, metrics, pipeline, webhook};
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use a2a_store::pg::PgDeliveryStore;
@@ -29,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::WorkerConfig;
 use crate::deliver::{Deliverer, LogSink};
-use crate::metrics::Metrics;
 use crate::pipeline::{Entry, Pipeline};
 use crate::stream::{Consumer, id_millis};
 use crate::webhook::Webhooks;
@@ -71,16 +69,14 @@ pub async fn run(
     if config.migrate {
         store.migrate().await.map_err(|e| e.to_string())?;
     }
-    let metrics = Arc::new(Metrics::default());
-    metrics.consumer_lag.store(-1, Relaxed);
-    metrics.group_pending.store(-1, Relaxed);
+    let handle = a2a_process::metrics::install("a2a-worker", env!("CARGO_PKG_VERSION"));
+    metrics::group(None, None);
     let consumer = connect(&config, &redis_url, &shutdown).await?;
     let (log, log_task) = LogSink::spawn(Arc::new(store.clone()), config.name.clone());
     let deliverer = Deliverer {
         store: Arc::new(store.clone()),
         webhooks: webhooks(&config)?,
         retry: config.retry,
-        metrics: metrics.clone(),
         log,
     };
     let pipeline = Pipeline::new(
@@ -90,17 +86,15 @@ pub async fn run(
         config.lease,
         config.concurrency,
     );
-    let server = tokio::spawn(serve_http(listener, metrics.clone(), shutdown.clone()));
+    let server = tokio::spawn(serve_http(listener, handle, shutdown.clone()));
     let pruning = tokio::spawn(retention::run(
         store,
         config.log_retention,
-        metrics.clone(),
         shutdown.clone(),
     ));
     let maintenance = tokio::spawn(maintain(
         pipeline.clone(),
         consumer.clone(),
-        metrics,
         config.claim_idle,
         shutdown.clone(),
     ));
@@ -231,7 +225,6 @@ fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
 async fn maintain(
     pipeline: Arc<Pipeline>,
     consumer: Consumer,
-    metrics: Arc<Metrics>,
     claim_idle: Duration,
     shutdown: CancellationToken,
 ) {
@@ -246,23 +239,15 @@ async fn maintain(
         if let Err(e) = consumer.touch(&held).await {
             tracing::warn!(error = %e, "heartbeat failed");
         }
-        take_over(&pipeline, &consumer, &metrics, claim_idle).await;
+        take_over(&pipeline, &consumer, claim_idle).await;
         match consumer.group_state().await {
-            Ok((lag, pending)) => {
-                metrics.consumer_lag.store(lag.unwrap_or(-1), Relaxed);
-                metrics.group_pending.store(pending.unwrap_or(-1), Relaxed);
-            }
+            Ok((lag, pending)) => metrics::group(lag, pending),
             Err(e) => tracing::debug!(error = %e, "XINFO GROUPS failed"),
         }
     }
 }
 
-async fn take_over(
-    pipeline: &Arc<Pipeline>,
-    consumer: &Consumer,
-    metrics: &Metrics,
-    claim_idle: Duration,
-) {
+async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Duration) {
     let mut start = "0-0".to_owned();
     // Bounded per tick, so a huge backlog of stalled entries does not starve the heartbeat.
     for _ in 0..16 {
@@ -278,9 +263,7 @@ async fn take_over(
                 entries = reply.claimed.len(),
                 "took over entries idle on a stalled consumer"
             );
-            metrics
-                .reclaimed
-                .fetch_add(reply.claimed.len() as u64, Relaxed);
+            metrics::reclaimed(reply.claimed.len());
         }
         dispatch_all(pipeline, consumer, reply.claimed).await;
         // Entries trimmed from the stream while pending: the event log has them; the next
@@ -295,20 +278,24 @@ async fn take_over(
     }
 }
 
-async fn serve_http(listener: TcpListener, metrics: Arc<Metrics>, shutdown: CancellationToken) {
+async fn serve_http(
+    listener: TcpListener,
+    handle: metrics_exporter_prometheus::PrometheusHandle,
+    shutdown: CancellationToken,
+) {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route(
             "/metrics",
             get(move || {
-                let metrics = metrics.clone();
+                let handle = handle.clone();
                 async move {
                     (
                         [(
                             axum::http::header::CONTENT_TYPE,
                             "text/plain; version=0.0.4",
                         )],
-                        metrics.render(),
+                        a2a_process::metrics::render(&handle),
                     )
                 }
             }),

@@ -4,15 +4,13 @@
 //! ([`PgDeliveryStore::prune_log`] says why several workers doing so at once is harmless).
 //! Dead letters are not pruned: they stay until an operator has replayed them.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 use a2a_store::StoreResult;
 use a2a_store::pg::PgDeliveryStore;
 use tokio_util::sync::CancellationToken;
 
-use crate::metrics::Metrics;
+use crate::metrics;
 
 /// Time between two passes. Rows live for hours or days, so a pass every few minutes keeps the
 /// table within minutes of its retention at the cost of one short index read when idle.
@@ -32,11 +30,10 @@ pub async fn prune_once(
     store: &PgDeliveryStore,
     retention: Duration,
     batch: u32,
-    metrics: &Metrics,
 ) -> StoreResult<u64> {
     let pruned = store.prune_log(retention, batch).await?;
     if pruned > 0 {
-        metrics.log_pruned.fetch_add(pruned, Relaxed);
+        metrics::log_pruned(pruned);
         tracing::info!(
             rows = pruned,
             retention_hours = retention.as_secs() / 3600,
@@ -49,12 +46,7 @@ pub async fn prune_once(
 /// Prunes every [`INTERVAL`] until `shutdown` fires. A failed pass (PostgreSQL unreachable) is
 /// logged and retried at the next interval: the log is a record for operators, nothing waits
 /// on it.
-pub async fn run(
-    store: PgDeliveryStore,
-    retention: Duration,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) {
+pub async fn run(store: PgDeliveryStore, retention: Duration, shutdown: CancellationToken) {
     if retention.is_zero() {
         return;
     }
@@ -68,7 +60,7 @@ pub async fn run(
         // (of this worker or another) starts from the oldest row left.
         tokio::select! {
             _ = shutdown.cancelled() => return,
-            result = prune_once(&store, retention, BATCH, &metrics) => {
+            result = prune_once(&store, retention, BATCH) => {
                 if let Err(e) = result {
                     tracing::warn!(error = %e, "cannot prune the delivery log; retrying later");
                 }

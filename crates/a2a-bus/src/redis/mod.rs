@@ -374,6 +374,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
+                metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
                 lag_everyone(&shared);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
@@ -384,6 +385,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
         let read = read_until_error(&mut conn, &shared, &mut events_id, &mut control_id).await;
         if let Err(e) = read {
             tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
+            metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
             // Entries may have been missed while the connection was down: every follower
             // re-reads the event log, which is the record.
             lag_everyone(&shared);
@@ -470,6 +472,10 @@ fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId]) {
             }
             continue;
         };
+        // The entry id's milliseconds are the Redis server's clock at XADD: the lag includes
+        // any skew between it and this host.
+        let lag_ms = now_ms().saturating_sub(id.0);
+        metrics::histogram!("a2a_bus_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
         let terminal = event_state(&event.event).is_some_and(is_terminal);
         subs.retain(|_, sub| {
             if id <= sub.last {

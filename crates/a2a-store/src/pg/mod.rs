@@ -388,4 +388,12 @@ impl TaskStore for PgTaskStore {
             .map(|_| ())
             .map_err(db_error)
     }
+
+    fn pool_stats(&self) -> Option<crate::PoolStats> {
+        let idle = u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX);
+        Some(crate::PoolStats {
+            in_use: self.pool.size().saturating_sub(idle),
+            idle,
+        })
+    }
 }

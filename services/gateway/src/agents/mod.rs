@@ -117,6 +117,8 @@ pub struct AgentStatus {
     /// Running plus queued turns over the concurrency limit (0 = idle).
     pub load: f64,
     pub weight: f64,
+    /// Turns waiting for a slot (`a2a_upstream_queue_depth`).
+    pub queued: usize,
 }
 
 #[async_trait]

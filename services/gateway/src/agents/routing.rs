@@ -72,6 +72,7 @@ fn score(status: Option<AgentStatus>, matched: f64) -> f64 {
         availability: 1.0,
         load: 0.0,
         weight: 1.0,
+        queued: 0,
     });
     s.weight
         * (W_MATCH * matched + W_AVAILABILITY * s.availability + W_LOAD * (1.0 - s.load.min(1.0)))

@@ -64,6 +64,8 @@ type DeclaredRequirements = [BTreeMap<String, Vec<String>>];
 pub struct Rejection {
     pub error: A2aError,
     pub challenge: Option<HeaderValue>,
+    /// Why, as a metrics label: `missing_credentials`, `invalid_token` or `insufficient_scope`.
+    pub reason: &'static str,
 }
 
 enum Location {
@@ -298,7 +300,7 @@ impl Authenticator {
     }
 
     /// The challenges of RFC 6750 (Bearer) and, for API keys, the key's place and name.
-    fn reject(&self, error: A2aError, bearer_error: Option<&str>) -> Rejection {
+    fn reject(&self, error: A2aError, bearer_error: Option<&'static str>) -> Rejection {
         let mut parts = Vec::new();
         if self
             .schemes
@@ -324,6 +326,7 @@ impl Authenticator {
             }
         }
         Rejection {
+            reason: bearer_error.unwrap_or("missing_credentials"),
             error,
             challenge: HeaderValue::from_str(&parts.join(", "))
                 .ok()

@@ -17,6 +17,7 @@ use a2a_types::v1::{
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig, stream_response::Payload,
 };
 use axum::Router;
+use axum::http::HeaderValue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use tonic::metadata::MetadataValue;
@@ -24,8 +25,8 @@ use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 
-use super::{EXTENSIONS_HEADER, extensions_header, request_context};
-use crate::auth::Credentials;
+use super::EXTENSIONS_HEADER;
+use super::pipeline::{Admitted, Binding, Call};
 use crate::service::{A2aService, EventStream, RequestContext};
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
@@ -103,50 +104,68 @@ pub struct GrpcBinding {
 }
 
 impl GrpcBinding {
-    /// Service parameters from the metadata (gRPC metadata keys are lowercase HTTP/2 headers, so
-    /// the HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
-    /// `a2a-extensions` comma-separated), then the extension check.
-    async fn context<T>(
-        &self,
-        req: Request<T>,
-    ) -> Result<(RequestContext, Vec<String>, T), Status> {
+    /// The pipeline over the metadata (gRPC metadata keys are lowercase HTTP/2 headers, so the
+    /// HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
+    /// `a2a-extensions` comma-separated).
+    async fn admit<T>(&self, call: &Call, req: Request<T>) -> Result<(Admitted, T), A2aError> {
         let (metadata, _, message) = req.into_parts();
         let headers = metadata.into_headers();
-        let mut ctx = request_context(&headers, None)?;
-        let creds = Credentials {
-            headers: &headers,
-            query: None,
-        };
-        self.svc
-            .authenticate(&mut ctx, creds)
+        let admitted = call
+            .admit(&self.svc, &headers, None)
             .await
-            .map_err(|r| r.error)?;
-        let activated = self.svc.check_extensions(&ctx)?;
-        Ok((ctx, activated, message))
+            .map_err(|r| r.into_error())?;
+        Ok((admitted, message))
     }
 
-    /// Decode, call, encode: the whole of every unary RPC.
-    async fn unary<T, R, F, Fut>(&self, req: Request<T>, call: F) -> Result<Response<R>, Status>
+    /// Admit, call, encode: the whole of every unary RPC.
+    async fn unary<T, R, F, Fut>(
+        &self,
+        method: &str,
+        req: Request<T>,
+        op: F,
+    ) -> Result<Response<R>, Status>
     where
         F: FnOnce(A2aService, RequestContext, T) -> Fut,
         Fut: Future<Output = Result<R, A2aError>>,
     {
-        let (ctx, activated, message) = self.context(req).await?;
-        let out = call(self.svc.clone(), ctx, message).await?;
-        Ok(respond(out, &activated))
+        let mut call = Call::start(Binding::Grpc);
+        call.method(method);
+        let result = match self.admit(&call, req).await {
+            Ok((admitted, message)) => op(self.svc.clone(), admitted.ctx, message)
+                .await
+                .map(|out| respond(out, admitted.extensions)),
+            Err(err) => Err(err),
+        };
+        call.finish(&result);
+        result.map_err(|err| err.to_status())
     }
 
     async fn streaming<T, F, Fut>(
         &self,
+        method: &str,
         req: Request<T>,
-        call: F,
+        op: F,
     ) -> Result<Response<ResponseStream>, Status>
     where
         F: FnOnce(A2aService, RequestContext, T) -> Fut,
         Fut: Future<Output = Result<EventStream, A2aError>>,
     {
-        let (ctx, activated, message) = self.context(req).await?;
-        let mut events = call(self.svc.clone(), ctx, message).await?;
+        let mut call = Call::start(Binding::Grpc);
+        call.method(method);
+        let opened = match self.admit(&call, req).await {
+            Ok((admitted, message)) => op(self.svc.clone(), admitted.ctx, message)
+                .await
+                .map(|events| (events, admitted.extensions)),
+            Err(err) => Err(err),
+        };
+        let (events, extensions) = match opened {
+            Ok(opened) => opened,
+            Err(err) => {
+                call.failed(&err);
+                return Err(err.to_status());
+            }
+        };
+        let mut events = call.stream(events);
         // gRPC messages carry no event id, so the response metadata names the first one's
         // (`a2a-first-event-id`) when the service already has it (a SubscribeToTask snapshot);
         // message k then has k more, which is what a client resumes from
@@ -157,7 +176,7 @@ impl GrpcBinding {
             .and_then(|r| r.as_ref().ok())
             .and_then(|e| e.seq);
         let events = futures::stream::iter(first).chain(events).boxed();
-        let mut resp = respond(stream_of(events), &activated);
+        let mut resp = respond(stream_of(events), extensions);
         if let Some(seq) = first_seq {
             resp.metadata_mut()
                 .insert(super::GRPC_FIRST_EVENT_ID, MetadataValue::from(seq));
@@ -197,9 +216,9 @@ fn stream_of(mut events: EventStream) -> ResponseStream {
 }
 
 /// The response, with the activated extensions echoed in `a2a-extensions`.
-fn respond<R>(message: R, activated: &[String]) -> Response<R> {
+fn respond<R>(message: R, extensions: Option<HeaderValue>) -> Response<R> {
     let mut response = Response::new(message);
-    if let Some(value) = extensions_header(activated)
+    if let Some(value) = extensions
         .and_then(|v| v.to_str().ok().map(str::to_owned))
         .and_then(|v| MetadataValue::try_from(v).ok())
     {
@@ -214,10 +233,9 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
-        self.unary(
-            req,
-            |svc, ctx, m| async move { svc.send_message(&ctx, m).await },
-        )
+        self.unary("SendMessage", req, |svc, ctx, m| async move {
+            svc.send_message(&ctx, m).await
+        })
         .await
     }
 
@@ -227,17 +245,16 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SendMessageRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
-        self.streaming(req, |svc, ctx, m| async move {
+        self.streaming("SendStreamingMessage", req, |svc, ctx, m| async move {
             svc.send_streaming_message(&ctx, m).await
         })
         .await
     }
 
     async fn get_task(&self, req: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary(
-            req,
-            |svc, ctx, m| async move { svc.get_task(&ctx, m).await },
-        )
+        self.unary("GetTask", req, |svc, ctx, m| async move {
+            svc.get_task(&ctx, m).await
+        })
         .await
     }
 
@@ -245,18 +262,16 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<ListTasksRequest>,
     ) -> Result<Response<ListTasksResponse>, Status> {
-        self.unary(
-            req,
-            |svc, ctx, m| async move { svc.list_tasks(&ctx, m).await },
-        )
+        self.unary("ListTasks", req, |svc, ctx, m| async move {
+            svc.list_tasks(&ctx, m).await
+        })
         .await
     }
 
     async fn cancel_task(&self, req: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary(
-            req,
-            |svc, ctx, m| async move { svc.cancel_task(&ctx, m).await },
-        )
+        self.unary("CancelTask", req, |svc, ctx, m| async move {
+            svc.cancel_task(&ctx, m).await
+        })
         .await
     }
 
@@ -266,7 +281,7 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SubscribeToTaskRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
-        self.streaming(req, |svc, ctx, m| async move {
+        self.streaming("SubscribeToTask", req, |svc, ctx, m| async move {
             svc.subscribe_to_task(&ctx, m).await
         })
         .await
@@ -276,9 +291,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<TaskPushNotificationConfig>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
-        self.unary(req, |svc, ctx, m| async move {
-            svc.create_push_config(&ctx, m).await
-        })
+        self.unary(
+            "CreateTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.create_push_config(&ctx, m).await },
+        )
         .await
     }
 
@@ -286,9 +303,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<GetTaskPushNotificationConfigRequest>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
-        self.unary(req, |svc, ctx, m| async move {
-            svc.get_push_config(&ctx, m).await
-        })
+        self.unary(
+            "GetTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.get_push_config(&ctx, m).await },
+        )
         .await
     }
 
@@ -296,9 +315,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<ListTaskPushNotificationConfigsRequest>,
     ) -> Result<Response<ListTaskPushNotificationConfigsResponse>, Status> {
-        self.unary(req, |svc, ctx, m| async move {
-            svc.list_push_configs(&ctx, m).await
-        })
+        self.unary(
+            "ListTaskPushNotificationConfigs",
+            req,
+            |svc, ctx, m| async move { svc.list_push_configs(&ctx, m).await },
+        )
         .await
     }
 
@@ -306,7 +327,7 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<GetExtendedAgentCardRequest>,
     ) -> Result<Response<AgentCard>, Status> {
-        self.unary(req, |svc, ctx, m| async move {
+        self.unary("GetExtendedAgentCard", req, |svc, ctx, m| async move {
             svc.get_extended_agent_card(&ctx, m).await
         })
         .await
@@ -316,9 +337,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<DeleteTaskPushNotificationConfigRequest>,
     ) -> Result<Response<pbjson_types::Empty>, Status> {
-        self.unary(req, |svc, ctx, m| async move {
-            svc.delete_push_config(&ctx, m).await
-        })
+        self.unary(
+            "DeleteTaskPushNotificationConfig",
+            req,
+            |svc, ctx, m| async move { svc.delete_push_config(&ctx, m).await },
+        )
         .await
         .map(|r| r.map(|()| pbjson_types::Empty {}))
     }

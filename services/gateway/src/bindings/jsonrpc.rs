@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use super::{check_content_type, decode, extensions_header, refused, request_context, sse};
-use crate::auth::Credentials;
+use super::pipeline::{Binding, Call};
+use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, EventStream, RequestContext};
 
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -54,51 +54,47 @@ pub async fn handle(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let mut call = Call::start(Binding::JsonRpc);
     let body = match body {
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             let err = A2aError::PayloadTooLarge {
                 limit: svc.max_body_bytes(),
             };
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                json_response(error_body(&Value::Null, &err)),
-            )
-                .into_response();
+            let body = json_response(error_body(&Value::Null, &err));
+            call.failed(&err);
+            return (StatusCode::PAYLOAD_TOO_LARGE, body).into_response();
         }
         Err(rejection) => {
             let err = A2aError::InvalidRequest(rejection.body_text());
-            return json_response(error_body(&Value::Null, &err));
+            return failed(call, &Value::Null, &err);
         }
     };
     // Checked before the envelope is read, so its error has no id (the body may not be JSON).
     if let Err(err) = check_content_type(&headers, &body) {
-        return json_response(error_body(&Value::Null, &err));
+        return failed(call, &Value::Null, &err);
     }
     let (id, method, params) = match parse_envelope(&body) {
         Ok(e) => e,
-        Err((id, err)) => return json_response(error_body(&id, &err)),
+        Err((id, err)) => return failed(call, &id, &err),
     };
-    let mut ctx = match request_context(&headers, uri.query()) {
-        Ok(ctx) => ctx,
-        Err(err) => return json_response(error_body(&id, &err)),
-    };
-    let creds = Credentials {
-        headers: &headers,
-        query: uri.query(),
-    };
-    if let Err(r) = svc.authenticate(&mut ctx, creds).await {
-        return refused(json_response(error_body(&id, &r.error)), r);
-    }
-    let activated = match svc.check_extensions(&ctx) {
+    call.method(&method);
+    let admitted = match call.admit(&svc, &headers, uri.query()).await {
         Ok(a) => a,
-        Err(err) => return json_response(error_body(&id, &err)),
+        Err(r) => {
+            let response = json_response(error_body(&id, r.error()));
+            call.failed(r.error());
+            return refused(response, r);
+        }
     };
-    let mut response = match dispatch(&svc, &ctx, &id, &method, params).await {
-        Ok(Outcome::Json(body)) => json_response(body),
+    let mut response = match dispatch(&svc, &admitted.ctx, &id, &method, params).await {
+        Ok(Outcome::Json(body)) => {
+            call.ok();
+            json_response(body)
+        }
         Ok(Outcome::Stream(events)) => {
             let id = id.clone();
-            sse::respond(events, svc.keep_alive(), move |item| {
+            sse::respond(call.stream(events), svc.keep_alive(), move |item| {
                 let bytes = match item {
                     Ok(ev) => success_body(&id, &ev.event),
                     Err(err) => error_body(&id, err),
@@ -106,12 +102,18 @@ pub async fn handle(
                 String::from_utf8(bytes).expect("serde_json writes UTF-8")
             })
         }
-        Err(err) => json_response(error_body(&id, &err)),
+        Err(err) => failed(call, &id, &err),
     };
-    if let Some(v) = extensions_header(&activated) {
+    if let Some(v) = admitted.extensions {
         response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
     }
     response
+}
+
+/// The error response of a call, with its outcome recorded.
+fn failed(call: Call, id: &Value, err: &A2aError) -> Response {
+    call.failed(err);
+    json_response(error_body(id, err))
 }
 
 /// Splits a request into (id, method, params), with the JSON-RPC error for each malformation.

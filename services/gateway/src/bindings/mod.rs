@@ -6,6 +6,7 @@ pub mod card;
 mod decode;
 pub mod grpc;
 pub mod jsonrpc;
+pub mod pipeline;
 pub mod rest;
 mod sse;
 
@@ -13,7 +14,7 @@ use a2a_types::A2aError;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use crate::auth::Rejection;
+use self::pipeline::Refusal;
 use crate::service::RequestContext;
 
 pub const VERSION_HEADER: &str = "a2a-version";
@@ -154,9 +155,13 @@ fn valid_traceparent(v: &str) -> bool {
         && rest_ok
 }
 
-/// An HTTP error response for a refused caller: the error's status (401 or 403, also for
-/// JSON-RPC, whose body stays a JSON-RPC error) and `WWW-Authenticate`.
-pub fn refused(mut response: Response, rejection: Rejection) -> Response {
+/// The HTTP error response of a request the pipeline refused: for a caller who failed to
+/// authenticate, the error's status (401 or 403, also for JSON-RPC, whose body stays a
+/// JSON-RPC error) and `WWW-Authenticate`; otherwise `response` as it is.
+pub fn refused(mut response: Response, refusal: Refusal) -> Response {
+    let Refusal::Unauthorized(rejection) = refusal else {
+        return response;
+    };
     *response.status_mut() =
         StatusCode::from_u16(rejection.error.codes().http).unwrap_or(StatusCode::UNAUTHORIZED);
     if let Some(challenge) = rejection.challenge {

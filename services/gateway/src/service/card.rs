@@ -290,7 +290,6 @@ impl A2aService {
         ctx: &RequestContext,
         _req: GetExtendedAgentCardRequest,
     ) -> Result<Arc<CardDocument>, A2aError> {
-        self.check_extensions(ctx)?;
         // The extended card is for callers who proved who they are (spec §7.5).
         if self.inner.auth.is_some() && !ctx.authenticated {
             return Err(A2aError::Unauthenticated(

@@ -166,7 +166,11 @@ impl A2aService {
         let mut pause = Duration::from_millis(10);
         loop {
             let held = match store.claim_key(&req).await {
-                Ok(KeyClaim::Claimed) => return Ok(Keyed::Dispatch(self.hold(&req))),
+                Ok(KeyClaim::Claimed) => {
+                    metrics::counter!("a2a_idempotent_requests_total", "result" => "claimed")
+                        .increment(1);
+                    return Ok(Keyed::Dispatch(self.hold(&req)));
+                }
                 Ok(KeyClaim::Held(held)) => held,
                 // Freed between the insert and the read: claim again (while time is left).
                 Err(StoreError::Conflict { .. }) if tokio::time::Instant::now() < deadline => {
@@ -175,9 +179,13 @@ impl A2aService {
                 Err(e) => return Err(store_error(&req.task_id, e)),
             };
             if held.fingerprint != req.fingerprint {
+                metrics::counter!("a2a_idempotent_requests_total", "result" => "refused")
+                    .increment(1);
                 return Err(A2aError::IdempotencyKeyReused { key: req.key });
             }
             if self.reached(&req.owner, &held).await? {
+                metrics::counter!("a2a_idempotent_requests_total", "result" => "replayed")
+                    .increment(1);
                 return Ok(Keyed::Replay(held.task_id));
             }
             if held.abandoned {

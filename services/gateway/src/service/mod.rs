@@ -247,10 +247,8 @@ impl A2aService {
         self.inner.config.limits.max_body_bytes
     }
 
-    /// Required extensions the client did not activate → ExtensionSupportRequired; returns the
-    /// activated extensions this gateway supports (echoed in `A2A-Extensions`).
     /// Sets `ctx.owner` to the caller's principal; without `[auth]` it stays `anonymous`.
-    /// Every binding calls this before any operation.
+    /// Every request runs this before any operation (`bindings::pipeline`).
     pub async fn authenticate(
         &self,
         ctx: &mut RequestContext,
@@ -265,6 +263,9 @@ impl A2aService {
         Ok(())
     }
 
+    /// Required extensions the client did not activate → ExtensionSupportRequired; returns the
+    /// activated extensions this gateway supports (echoed in `A2A-Extensions`). Checked once
+    /// per request, in the pipeline (`bindings::pipeline`), not by each operation.
     pub fn check_extensions(&self, ctx: &RequestContext) -> Result<Vec<String>, A2aError> {
         let declared = &self.inner.config.extensions;
         if let Some(missing) = declared
@@ -281,6 +282,26 @@ impl A2aService {
             .filter(|uri| *uri == IDEMPOTENCY_EXTENSION || declared.iter().any(|e| &e.uri == *uri))
             .cloned()
             .collect())
+    }
+
+    /// Sets the gauges that describe state rather than events (read at each scrape): upstream
+    /// health and queue depth by agent, and the PostgreSQL pool.
+    pub fn record_gauges(&self) {
+        for agent in self.inner.agents.iter() {
+            let Some(status) = agent.status() else {
+                continue;
+            };
+            let name = agent.name().to_owned();
+            metrics::gauge!("a2a_upstream_healthy", "agent" => name.clone())
+                .set(if status.healthy { 1.0 } else { 0.0 });
+            metrics::gauge!("a2a_upstream_queue_depth", "agent" => name).set(status.queued as f64);
+        }
+        if let Some(pool) = self.inner.store.pool_stats() {
+            metrics::gauge!("a2a_store_pool_connections", "state" => "in_use")
+                .set(f64::from(pool.in_use));
+            metrics::gauge!("a2a_store_pool_connections", "state" => "idle")
+                .set(f64::from(pool.idle));
+        }
     }
 
     fn require_streaming(&self) -> Result<(), A2aError> {

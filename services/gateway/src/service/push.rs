@@ -28,7 +28,6 @@ impl A2aService {
         mut cfg: TaskPushNotificationConfig,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         self.require_push()?;
-        self.check_extensions(ctx)?;
         validate::required_id(&cfg.task_id, "taskId")?;
         validate::push_config(&cfg, "", &self.inner.push_policy)?;
         if cfg.id.is_empty() {
@@ -49,7 +48,6 @@ impl A2aService {
         req: GetTaskPushNotificationConfigRequest,
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         self.require_push()?;
-        self.check_extensions(ctx)?;
         validate::required_id(&req.task_id, "taskId")?;
         validate::required_id(&req.id, "id")?;
         self.inner
@@ -66,7 +64,6 @@ impl A2aService {
         req: ListTaskPushNotificationConfigsRequest,
     ) -> Result<ListTaskPushNotificationConfigsResponse, A2aError> {
         self.require_push()?;
-        self.check_extensions(ctx)?;
         validate::required_id(&req.task_id, "taskId")?;
         let page_size = match req.page_size {
             0 => DEFAULT_PAGE_SIZE,
@@ -101,7 +98,6 @@ impl A2aService {
         req: DeleteTaskPushNotificationConfigRequest,
     ) -> Result<(), A2aError> {
         self.require_push()?;
-        self.check_extensions(ctx)?;
         validate::required_id(&req.task_id, "taskId")?;
         validate::required_id(&req.id, "id")?;
         self.inner

@@ -212,7 +212,6 @@ impl A2aService {
         ctx: &RequestContext,
         req: SendMessageRequest,
     ) -> Result<Prepared, A2aError> {
-        self.check_extensions(ctx)?;
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.
         let key = idempotency::key_of(ctx, &req, idempotency.message_id)
@@ -392,6 +391,7 @@ impl A2aService {
 
     async fn run_turn(&self, mut turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
         let key = turn.key.take();
+        let _timer = crate::metrics::TurnTimer::start(turn.agent.name());
         let (tx, mut rx) = mpsc::channel(AGENT_EVENT_BUFFER);
         let events = AgentEvents::new(tx, turn.cancel.clone());
         let mut runner = Runner {
@@ -652,6 +652,7 @@ impl Runner<'_> {
             .create_with(new, changes)
             .await
             .map_err(|e| store_error(&req.task_id, e))?;
+        crate::metrics::committed(self.turn.agent.name(), true, &events);
         if let Some(cfg) = &self.turn.push_config {
             let cfg = TaskPushNotificationConfig {
                 tenant: String::new(),
@@ -780,6 +781,7 @@ impl Runner<'_> {
             .append_all(self.task_id(), expected_seq, changes)
             .await
             .map_err(|e| store_error(self.task_id(), e))?;
+        crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
         for e in events {
             self.svc.publish(self.task_id(), e.seq, e.event).await;

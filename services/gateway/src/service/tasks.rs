@@ -32,7 +32,6 @@ impl A2aService {
         ctx: &RequestContext,
         req: GetTaskRequest,
     ) -> Result<Task, A2aError> {
-        self.check_extensions(ctx)?;
         validate::required_id(&req.id, "id")?;
         let history = validate::history_length(req.history_length, "historyLength")?;
         self.inner
@@ -49,7 +48,6 @@ impl A2aService {
         ctx: &RequestContext,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, A2aError> {
-        self.check_extensions(ctx)?;
         let page_size = req.page_size.unwrap_or(DEFAULT_PAGE_SIZE);
         if !(1..=MAX_PAGE_SIZE).contains(&page_size) {
             return Err(A2aError::invalid_params(
@@ -100,7 +98,6 @@ impl A2aService {
         ctx: &RequestContext,
         req: CancelTaskRequest,
     ) -> Result<Task, A2aError> {
-        self.check_extensions(ctx)?;
         validate::required_id(&req.id, "id")?;
         let store = &self.inner.store;
         // Set once another replica was asked and did not answer: no turn runs anywhere.
@@ -206,7 +203,6 @@ impl A2aService {
         req: SubscribeToTaskRequest,
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
-        self.check_extensions(ctx)?;
         validate::required_id(&req.id, "id")?;
         let permit = self.stream_permit()?;
         // Subscribe before reading the snapshot, so nothing falls between the two.

@@ -97,6 +97,33 @@ impl UpstreamClient {
         }
     }
 
+    /// The `binding` label of this client's calls.
+    fn binding_label(&self) -> &'static str {
+        match &self.transport {
+            Transport::V1(c) => c.binding().kind().card_name(),
+            Transport::V03(_) => "JSONRPC/0.3",
+        }
+    }
+
+    /// Runs one upstream call and records it (`a2a_upstream_calls_total`,
+    /// `a2a_upstream_call_duration_seconds`; for a stream, until it opened).
+    async fn measured<T>(
+        &self,
+        method: &'static str,
+        call: impl Future<Output = Result<T, A2aError>>,
+    ) -> Result<T, A2aError> {
+        let started = std::time::Instant::now();
+        let result = call.await;
+        crate::metrics::upstream_call(
+            &self.agent,
+            self.binding_label(),
+            method,
+            result.as_ref().err(),
+            started.elapsed(),
+        );
+        result
+    }
+
     /// The transport with this call's credentials and `extra` headers (gRPC metadata).
     async fn authorised(&self, extra: &[(&str, &str)]) -> Result<Transport, A2aError> {
         let auth = match &self.auth {
@@ -138,11 +165,14 @@ impl UpstreamClient {
         req: SendMessageRequest,
         idempotency_key: Option<&str>,
     ) -> Result<SendMessageResponse, A2aError> {
-        let result = match self.authorised(&key_header(idempotency_key)).await? {
-            Transport::V1(c) => c.send_message(req).await,
-            Transport::V03(c) => c.send_message(req).await,
-        };
-        result.map_err(|e| self.error(e))
+        self.measured("SendMessage", async {
+            let result = match self.authorised(&key_header(idempotency_key)).await? {
+                Transport::V1(c) => c.send_message(req).await,
+                Transport::V03(c) => c.send_message(req).await,
+            };
+            result.map_err(|e| self.error(e))
+        })
+        .await
     }
 
     /// SendStreamingMessage; with `idempotency_key`, under that `Idempotency-Key`.
@@ -151,15 +181,21 @@ impl UpstreamClient {
         req: SendMessageRequest,
         idempotency_key: Option<&str>,
     ) -> Result<EventStream, A2aError> {
-        let result = match self.authorised(&key_header(idempotency_key)).await? {
-            Transport::V1(c) => c.send_streaming_message(req).await,
-            Transport::V03(c) => c.send_streaming_message(req).await,
-        };
-        result.map_err(|e| self.error(e))
+        self.measured("SendStreamingMessage", async {
+            let result = match self.authorised(&key_header(idempotency_key)).await? {
+                Transport::V1(c) => c.send_streaming_message(req).await,
+                Transport::V03(c) => c.send_streaming_message(req).await,
+            };
+            result.map_err(|e| self.error(e))
+        })
+        .await
     }
 
     pub async fn get_task(&self, id: &str) -> Result<Task, A2aError> {
-        self.get_task_raw(id).await.map_err(|e| self.error(e))
+        self.measured("GetTask", async {
+            self.get_task_raw(id).await.map_err(|e| self.error(e))
+        })
+        .await
     }
 
     async fn get_task_raw(&self, id: &str) -> Result<Task, ClientError> {
@@ -179,11 +215,14 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        let result = match self.authorised(&[]).await? {
-            Transport::V1(c) => c.cancel_task(req).await,
-            Transport::V03(c) => c.cancel_task(req).await,
-        };
-        result.map_err(|e| self.error(e))
+        self.measured("CancelTask", async {
+            let result = match self.authorised(&[]).await? {
+                Transport::V1(c) => c.cancel_task(req).await,
+                Transport::V03(c) => c.cancel_task(req).await,
+            };
+            result.map_err(|e| self.error(e))
+        })
+        .await
     }
 
     pub async fn subscribe(&self, id: &str) -> Result<EventStream, A2aError> {
@@ -191,11 +230,14 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        let result = match self.authorised(&[]).await? {
-            Transport::V1(c) => c.subscribe_to_task(req).await,
-            Transport::V03(c) => c.subscribe_to_task(req).await,
-        };
-        result.map_err(|e| self.error(e))
+        self.measured("SubscribeToTask", async {
+            let result = match self.authorised(&[]).await? {
+                Transport::V1(c) => c.subscribe_to_task(req).await,
+                Transport::V03(c) => c.subscribe_to_task(req).await,
+            };
+            result.map_err(|e| self.error(e))
+        })
+        .await
     }
 
     /// A heartbeat: a GetTask for an id no agent has. An A2A answer (TaskNotFound) proves the

@@ -292,6 +292,7 @@ impl Agent for UpstreamAgent {
             availability: *self.availability.lock().unwrap_or_else(|e| e.into_inner()),
             load: self.queue.load(),
             weight: self.config.weight,
+            queued: self.queue.queued(),
         })
     }
 

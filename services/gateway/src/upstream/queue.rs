@@ -211,6 +211,11 @@ impl DispatchQueue {
         (state.running + state.waiting.len()) as f64 / self.limit as f64
     }
 
+    /// Turns waiting for a slot.
+    pub fn queued(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
     /// Gives a released slot to the best waiter still waiting, else frees it.
     fn release(self: &Arc<Self>) {
         let mut state = self.lock();

@@ -19,6 +19,12 @@ impl Drop for Process {
 }
 
 fn spawn(envs: &[(&str, &str)]) -> (Process, String) {
+    let (process, mut lines) = spawn_lines(envs, 1);
+    (process, lines.remove(0))
+}
+
+/// The process and its first `n` log lines.
+fn spawn_lines(envs: &[(&str, &str)], n: usize) -> (Process, Vec<String>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
     cmd.env_remove("A2A_CONFIG")
         .env_remove("A2A_DATABASE_URL")
@@ -34,13 +40,67 @@ fn spawn(envs: &[(&str, &str)]) -> (Process, String) {
     let mut child = cmd.spawn().expect("the gateway binary starts");
     let stdout = child.stdout.take().unwrap();
     let mut lines = BufReader::new(stdout).lines();
-    let line = lines
-        .next()
-        .expect("one log line")
-        .expect("readable log line");
+    let first: Vec<String> = (0..n)
+        .map(|_| {
+            lines
+                .next()
+                .expect("a log line")
+                .expect("readable log line")
+        })
+        .collect();
     // Keep draining stdout so the process never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    (Process(child), line)
+    (Process(child), first)
+}
+
+#[tokio::test]
+async fn the_admin_listener_logs_its_address_and_serves_metrics() {
+    let (_proc, lines) = spawn_lines(
+        &[
+            ("A2A_LISTEN", "127.0.0.1:0"),
+            ("A2A_ADMIN_LISTEN", "127.0.0.1:0"),
+        ],
+        2,
+    );
+    assert!(lines[1].contains("admin listener"), "{lines:?}");
+    let public = listening_addr(&lines[0]);
+    let admin = listening_addr(&lines[1]);
+    assert_ne!(public, admin);
+    let client = reqwest::Client::new();
+    let sent = client
+        .post(format!("http://{public}/a2a/jsonrpc"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": user_message("hi")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sent.status(), 200);
+    let text = client
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // A fresh process: the only request is this one.
+    assert!(
+        text.contains(
+            "a2a_requests_total{binding=\"jsonrpc\",method=\"SendMessage\",outcome=\"ok\"} 1\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("a2a_build_info{binary=\"a2a-gateway\""),
+        "{text}"
+    );
+    // /metrics is not on the public port.
+    let public_metrics = client
+        .get(format!("http://{public}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(public_metrics.status(), 404);
 }
 
 fn listening_addr(line: &str) -> String {

@@ -12,6 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 pub struct TestGateway {
     pub addr: SocketAddr,
+    /// The admin listener (`/metrics`), when the test asked for one (`A2A_ADMIN_LISTEN`).
+    pub admin: Option<SocketAddr>,
     pub client: reqwest::Client,
     shutdown: CancellationToken,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -34,16 +36,29 @@ impl TestGateway {
 
     /// Starts a gateway with `toml` as its configuration file, on the store `A2A_E2E_STORE` names.
     pub async fn with_config(toml: &str) -> Self {
+        Self::with_env(toml, &[]).await
+    }
+
+    /// [`Self::with_config`] with an admin listener on a free port (`/metrics`).
+    pub async fn with_admin(toml: &str) -> Self {
+        Self::with_env(toml, &[("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned())]).await
+    }
+
+    /// [`Self::with_config`] with more environment variables.
+    pub async fn with_env(toml: &str, env: &[(&str, String)]) -> Self {
         match std::env::var(STORE_ENV).as_deref() {
             Ok("postgres") => {
                 let db = a2a_testing::TestDatabase::create().await;
                 let redis = a2a_testing::TestRedis::create().await;
-                let mut gw = Self::with_database_and_redis(toml, db.url(), &redis).await;
+                let mut env = env.to_vec();
+                env.push(("A2A_REDIS_URL", redis.url().to_owned()));
+                env.push(("A2A_REDIS_PREFIX", redis.prefix().to_owned()));
+                let mut gw = Self::launch_with(toml, Some(db.url()), None, &env).await;
                 gw._database = Some(db);
                 gw._redis = Some(redis);
                 gw
             }
-            Ok("memory") | Ok("") | Err(_) => Self::launch(toml, None, None).await,
+            Ok("memory") | Ok("") | Err(_) => Self::launch_with(toml, None, None, env).await,
             Ok(other) => panic!("{STORE_ENV}={other:?}: use memory or postgres"),
         }
     }
@@ -122,9 +137,19 @@ impl TestGateway {
         let shutdown = CancellationToken::new();
         let svc = app::build(&config, shutdown.clone()).unwrap();
         app::start(&config, &svc).await;
+        let admin = match config.admin_listen {
+            Some(at) => {
+                let listener = tokio::net::TcpListener::bind(at).await.unwrap();
+                let admin = listener.local_addr().unwrap();
+                tokio::spawn(app::serve_admin(listener, svc.clone(), shutdown.clone()));
+                Some(admin)
+            }
+            None => None,
+        };
         let server = tokio::spawn(app::serve(listener, svc, shutdown.clone()));
         Self {
             addr,
+            admin,
             client: reqwest::Client::new(),
             shutdown,
             server: Some(server),

@@ -14,6 +14,7 @@ mod idempotency;
 mod isolation;
 mod lifecycle;
 mod listing;
+mod metrics;
 mod postgres;
 mod push_configs;
 mod push_delivery;

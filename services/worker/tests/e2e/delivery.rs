@@ -112,6 +112,8 @@ async fn every_event_of_a_streaming_task_arrives_in_order_signed_and_authorized(
     );
     assert!(m.contains("a2a_worker_attempt_duration_seconds_count 8"));
     assert!(m.contains("a2a_worker_consumer_lag"));
+    assert!(m.contains("a2a_build_info{binary=\"a2a-worker\""), "{m}");
+    assert!(m.contains("\nprocess_resident_memory_bytes "), "{m}");
 }
 
 #[tokio::test]

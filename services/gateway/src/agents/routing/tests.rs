@@ -49,6 +49,7 @@ fn status(healthy: bool, availability: f64, load: f64) -> AgentStatus {
         availability,
         load,
         weight: 1.0,
+        queued: 0,
     }
 }
 

@@ -31,8 +31,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use self::routes::{NoRoute, Op, Route};
-use super::{check_content_type, decode, extensions_header, refused, request_context, sse};
-use crate::auth::Credentials;
+use super::pipeline::{Binding, Call};
+use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, CardDocument, EventStream, RequestContext, SeqEvent};
 
 pub const PREFIX: &str = "/a2a/rest";
@@ -63,55 +63,57 @@ async fn handle(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let mut call = Call::start(Binding::Rest);
     let route = match routes::resolve(&method, PREFIX, uri.path()) {
         Ok(route) => route,
         Err(NoRoute::NotFound) => {
-            return errors::response(&A2aError::MethodNotFound {
+            let err = A2aError::MethodNotFound {
                 method: format!("{method} {}", uri.path()),
-            });
+            };
+            return failed(call, &err);
         }
         Err(NoRoute::MethodNotAllowed(allowed)) => {
+            call.finish_reason(errors::METHOD_NOT_ALLOWED);
             return errors::method_not_allowed(&method, uri.path(), allowed);
         }
     };
+    call.method(route.op.method());
     let body = match body {
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return errors::response(&A2aError::PayloadTooLarge {
+            let err = A2aError::PayloadTooLarge {
                 limit: svc.max_body_bytes(),
-            });
+            };
+            return failed(call, &err);
         }
         Err(rejection) => {
-            return errors::response(&A2aError::InvalidRequest(rejection.body_text()));
+            return failed(call, &A2aError::InvalidRequest(rejection.body_text()));
         }
     };
-    let mut ctx = match request_context(&headers, uri.query()) {
-        Ok(ctx) => ctx,
-        Err(err) => return errors::response(&err),
-    };
-    let creds = Credentials {
-        headers: &headers,
-        query: uri.query(),
-    };
-    if let Err(r) = svc.authenticate(&mut ctx, creds).await {
-        return refused(errors::response(&r.error), r);
-    }
-    let activated = match svc.check_extensions(&ctx) {
+    let admitted = match call.admit(&svc, &headers, uri.query()).await {
         Ok(a) => a,
-        Err(err) => return errors::response(&err),
+        Err(r) => {
+            let response = errors::response(r.error());
+            call.failed(r.error());
+            return refused(response, r);
+        }
     };
     // A body that is not JSON is refused at the transport level: 415, not the 1.0.1 table's
     // 400 (which is about a part's media type, see `errors::unsupported_media_type`).
-    if let Err(err) = check_content_type(&headers, &body) {
-        let mut response = errors::unsupported_media_type(&err);
-        if let Some(v) = extensions_header(&activated) {
-            response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+    let outcome = match check_content_type(&headers, &body) {
+        Ok(()) => call_op(&svc, &admitted.ctx, route, uri.query(), &body).await,
+        Err(err) => {
+            call.failed(&err);
+            let mut response = errors::unsupported_media_type(&err);
+            if let Some(v) = admitted.extensions {
+                response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+            }
+            return response;
         }
-        return response;
-    }
-    let outcome = call(&svc, &ctx, route, uri.query(), &body).await;
+    };
     let mut response = match outcome {
         Ok(Reply::Json(bytes)) => {
+            call.ok();
             let media = if accepts_a2a_json(&headers) {
                 A2A_JSON
             } else {
@@ -123,8 +125,9 @@ async fn handle(
             )
                 .into_response()
         }
-        Ok(Reply::Stream(events)) => sse::respond(events, svc.keep_alive(), sse_data),
+        Ok(Reply::Stream(events)) => sse::respond(call.stream(events), svc.keep_alive(), sse_data),
         Ok(Reply::Card(doc)) => {
+            call.ok();
             let cache = format!("private, max-age={}", doc.max_age_secs);
             let mut response = super::card::conditional(&doc, &headers, &cache);
             if response.status() == StatusCode::OK && accepts_a2a_json(&headers) {
@@ -134,16 +137,22 @@ async fn handle(
             }
             response
         }
-        Err(err) => errors::response(&err),
+        Err(err) => failed(call, &err),
     };
-    if let Some(v) = extensions_header(&activated) {
+    if let Some(v) = admitted.extensions {
         response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
     }
     response
 }
 
+/// The error response of a call, with its outcome recorded.
+fn failed(call: Call, err: &A2aError) -> Response {
+    call.failed(err);
+    errors::response(err)
+}
+
 /// Decodes the request of `route`, calls the service, encodes the result.
-async fn call(
+async fn call_op(
     svc: &A2aService,
     ctx: &RequestContext,
     route: Route,

@@ -26,6 +26,25 @@ pub enum Op {
     GetExtendedAgentCard,
 }
 
+impl Op {
+    /// The A2A method name (as in JSON-RPC and gRPC).
+    pub fn method(&self) -> &'static str {
+        match self {
+            Op::SendMessage => "SendMessage",
+            Op::SendStreamingMessage => "SendStreamingMessage",
+            Op::GetTask { .. } => "GetTask",
+            Op::ListTasks => "ListTasks",
+            Op::CancelTask { .. } => "CancelTask",
+            Op::SubscribeToTask { .. } => "SubscribeToTask",
+            Op::CreatePushConfig { .. } => "CreateTaskPushNotificationConfig",
+            Op::GetPushConfig { .. } => "GetTaskPushNotificationConfig",
+            Op::ListPushConfigs { .. } => "ListTaskPushNotificationConfigs",
+            Op::DeletePushConfig { .. } => "DeleteTaskPushNotificationConfig",
+            Op::GetExtendedAgentCard => "GetExtendedAgentCard",
+        }
+    }
+}
+
 /// A matched request: the tenant of the `/{tenant}` prefix (empty without one) and the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {

@@ -1,0 +1,180 @@
+//! [`Metered`]: a [`TaskStore`] that times every operation of the store it wraps
+//! (`a2a_store_operation_duration_seconds{operation,outcome}`), so both implementations are
+//! measured the same way and neither knows about metrics.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use a2a_types::v1::{Task, TaskPushNotificationConfig};
+use async_trait::async_trait;
+
+use crate::{
+    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PoolStats, PushConfigPage,
+    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+};
+
+/// The wrapped store, timed.
+pub struct Metered {
+    inner: Arc<dyn TaskStore>,
+}
+
+impl Metered {
+    pub fn new(inner: Arc<dyn TaskStore>) -> Self {
+        Self { inner }
+    }
+}
+
+/// Records one operation and passes its result on.
+fn timed<T>(operation: &'static str, started: Instant, result: StoreResult<T>) -> StoreResult<T> {
+    let outcome = match &result {
+        Ok(_) => "ok",
+        Err(StoreError::NotFound(_)) => "not_found",
+        Err(StoreError::Conflict { .. }) => "conflict",
+        Err(StoreError::Terminal(_)) => "terminal",
+        Err(StoreError::Duplicate(_)) => "duplicate",
+        Err(StoreError::InvalidPageToken) => "invalid_page_token",
+        Err(StoreError::Unavailable(_)) => "unavailable",
+        Err(StoreError::Internal(_)) => "internal",
+    };
+    metrics::histogram!(
+        "a2a_store_operation_duration_seconds",
+        "operation" => operation,
+        "outcome" => outcome,
+    )
+    .record(started.elapsed().as_secs_f64());
+    result
+}
+
+/// `self.inner.$method($args)`, timed as `$op`.
+macro_rules! forward {
+    ($self:ident, $op:literal, $method:ident($($arg:expr),*)) => {{
+        let started = Instant::now();
+        timed($op, started, $self.inner.$method($($arg),*).await)
+    }};
+}
+
+#[async_trait]
+impl TaskStore for Metered {
+    async fn create_with(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        forward!(self, "create", create_with(new, changes))
+    }
+
+    async fn append_all(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        forward!(self, "append", append_all(task_id, expected_seq, changes))
+    }
+
+    async fn get(
+        &self,
+        owner: &str,
+        task_id: &str,
+        history_length: Option<usize>,
+    ) -> StoreResult<Option<TaskRecord>> {
+        forward!(self, "get", get(owner, task_id, history_length))
+    }
+
+    async fn list(&self, owner: &str, query: &ListQuery) -> StoreResult<TaskPage> {
+        forward!(self, "list", list(owner, query))
+    }
+
+    async fn events_after(
+        &self,
+        owner: &str,
+        task_id: &str,
+        after_seq: u64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        forward!(
+            self,
+            "events_after",
+            events_after(owner, task_id, after_seq)
+        )
+    }
+
+    async fn put_push_config(
+        &self,
+        owner: &str,
+        config: TaskPushNotificationConfig,
+    ) -> StoreResult<TaskPushNotificationConfig> {
+        forward!(self, "put_push_config", put_push_config(owner, config))
+    }
+
+    async fn get_push_config(
+        &self,
+        owner: &str,
+        task_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<TaskPushNotificationConfig>> {
+        forward!(self, "get_push_config", get_push_config(owner, task_id, id))
+    }
+
+    async fn list_push_configs(
+        &self,
+        owner: &str,
+        task_id: &str,
+        page_size: usize,
+        page_token: &str,
+    ) -> StoreResult<PushConfigPage> {
+        forward!(
+            self,
+            "list_push_configs",
+            list_push_configs(owner, task_id, page_size, page_token)
+        )
+    }
+
+    async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()> {
+        forward!(
+            self,
+            "delete_push_config",
+            delete_push_config(owner, task_id, id)
+        )
+    }
+
+    async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()> {
+        forward!(self, "set_upstream", set_upstream(task_id, upstream))
+    }
+
+    async fn mark_dispatch(&self, task_id: &str, mark: DispatchMark) -> StoreResult<()> {
+        forward!(self, "mark_dispatch", mark_dispatch(task_id, mark))
+    }
+
+    async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim> {
+        forward!(self, "claim_key", claim_key(req))
+    }
+
+    async fn reclaim_key(&self, req: &KeyRequest, stale_task_id: &str) -> StoreResult<bool> {
+        forward!(self, "reclaim_key", reclaim_key(req, stale_task_id))
+    }
+
+    async fn release_key(&self, owner: &str, key: &str, task_id: &str) -> StoreResult<()> {
+        forward!(self, "release_key", release_key(owner, key, task_id))
+    }
+
+    async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64> {
+        forward!(self, "purge_expired_keys", purge_expired_keys(limit))
+    }
+
+    async fn take_over(
+        &self,
+        replica: &str,
+        lease: std::time::Duration,
+        limit: usize,
+    ) -> StoreResult<Vec<Orphan>> {
+        forward!(self, "take_over", take_over(replica, lease, limit))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        forward!(self, "ping", ping())
+    }
+
+    fn pool_stats(&self) -> Option<PoolStats> {
+        self.inner.pool_stats()
+    }
+}

@@ -1,0 +1,98 @@
+//! The gateway's metrics: the process recorder (`a2a_process::metrics`, shared with the
+//! worker) and the gauges read at scrape time. Counters and histograms are recorded where
+//! things happen (`bindings::pipeline` for requests, the service, the store and the upstream
+//! agents); the README's *Metrics* table is the catalogue.
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::service::A2aService;
+
+/// The Prometheus exposition format's media type.
+const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Installs the recorder (once per process) and returns its handle.
+pub fn install() -> PrometheusHandle {
+    a2a_process::metrics::install("a2a-gateway", env!("CARGO_PKG_VERSION"))
+}
+
+/// `GET /metrics`: the gauges that are state rather than events, read now, then everything.
+pub fn scrape(svc: &A2aService, handle: &PrometheusHandle) -> impl IntoResponse + use<> {
+    svc.record_gauges();
+    (
+        [(header::CONTENT_TYPE, TEXT_FORMAT)],
+        a2a_process::metrics::render(handle),
+    )
+}
+
+/// Counts the state changes among `events` just committed for a task of `agent`
+/// (`a2a_task_transitions_total{agent,state}`; the first event of a new task is the task as
+/// created, so SUBMITTED counts too); `created` also counts the task
+/// (`a2a_tasks_created_total{agent}`).
+pub fn committed(agent: &str, created: bool, events: &[a2a_store::StoredEvent]) {
+    if created {
+        metrics::counter!("a2a_tasks_created_total", "agent" => agent.to_owned()).increment(1);
+    }
+    for e in events {
+        if let Some(state) = a2a_types::state::event_state(&e.event) {
+            metrics::counter!(
+                "a2a_task_transitions_total",
+                "agent" => agent.to_owned(),
+                "state" => state.as_str_name(),
+            )
+            .increment(1);
+        }
+    }
+}
+
+/// Times one turn of `agent`, from its start to its end however it ends
+/// (`a2a_turn_duration_seconds{agent}`).
+pub struct TurnTimer {
+    agent: String,
+    started: std::time::Instant,
+}
+
+impl TurnTimer {
+    pub fn start(agent: &str) -> Self {
+        Self {
+            agent: agent.to_owned(),
+            started: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Drop for TurnTimer {
+    fn drop(&mut self) {
+        metrics::histogram!("a2a_turn_duration_seconds", "agent" => std::mem::take(&mut self.agent))
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// One call to an upstream agent: `a2a_upstream_calls_total{agent,binding,method,outcome}` and
+/// `a2a_upstream_call_duration_seconds{agent,binding,method}`. The heartbeat's probe is not a
+/// call (it shows as `a2a_upstream_healthy`).
+pub fn upstream_call(
+    agent: &str,
+    binding: &'static str,
+    method: &'static str,
+    error: Option<&a2a_types::A2aError>,
+    elapsed: std::time::Duration,
+) {
+    let outcome = error.map_or("ok", |e| e.codes().reason);
+    metrics::counter!(
+        "a2a_upstream_calls_total",
+        "agent" => agent.to_owned(),
+        "binding" => binding,
+        "method" => method,
+        "outcome" => outcome,
+    )
+    .increment(1);
+    metrics::histogram!(
+        "a2a_upstream_call_duration_seconds",
+        "agent" => agent.to_owned(),
+        "binding" => binding,
+        "method" => method,
+    )
+    .record(elapsed.as_secs_f64());
+}
