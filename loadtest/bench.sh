@@ -63,10 +63,7 @@ tasks() { # port → tasks the gateway holds
     -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
     | sed -E 's/.*"totalSize":([0-9]+).*/\1/'
 }
-check_TICK=$(getconf CLK_TCK)
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # pid → CPU ticks used so far
-
-tasks() { # port, sends wrk completed
+check_tasks() { # port, sends wrk completed
   local total expected; total=$(tasks "$1"); expected=$(($2 + 1))
   # wrk does not count requests still in flight when it stops, so allow up to one per connection
   # per run.

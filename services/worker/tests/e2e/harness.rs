@@ -58,7 +58,9 @@ impl Deployment {
             ),
             ("A2A_PUSH_ALLOWED_HOSTS", allowed_hosts.to_owned()),
         ]);
-        let file = FileConfig::parse(admin_with.unwrap_or_default()).expect("test config parses");
+        let file = admin_with.map_or_else(FileConfig::default, |toml| {
+            FileConfig::parse(toml).expect("test config parses")
+        });
         let config = Config::from_parts(file, |k| env.get(k).cloned()).unwrap();
         app::migrate(&config).await.expect("migrations apply");
         let stop = CancellationToken::new();
