@@ -3,29 +3,44 @@
 # a2a-gateway on a loopback port, then with wrk (64 connections, 2 threads):
 #   1. GET /healthz          - the raw limit of the HTTP stack in this run (trivial axum route)
 #   2. JSON-RPC SendMessage  - echo agent, in-memory store: a task created, run and completed
-# and prints req/s, p50, p99 and the ratio of (2) to (1). Afterwards it checks that the gateway
-# holds exactly as many tasks as wrk counted successful requests (no error was benchmarked).
+#   3. the same with metrics on: a second gateway with an admin listener (A2A_ADMIN_LISTEN),
+#      its /metrics scraped once a second by curl during the run; rows 2 and 3 alternate
+#      BENCH_METRICS_ROUNDS times (default 2) so that both see the same shared machine
+# and prints req/s, p50, p99, the ratio of (2) to (1) and the cost of metrics (3 vs 2), both in
+# throughput and in the gateway's own CPU time per request (utime + stime from /proc: steadier
+# than throughput when other work shares the machine). Afterwards
+# it checks that each gateway holds exactly as many tasks as wrk counted successful requests (no
+# error was benchmarked). BENCH_NO_BUILD=1 uses the release binary already built.
 # Usage: loadtest/bench.sh [duration, default 15s]. Needs wrk (Debian package `wrk`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION="${1:-15s}"
 CONNS=64
 PORT="${BENCH_PORT:-18480}"
+MPORT=$((PORT + 1))      # the gateway with metrics on
+ADMIN=$((PORT + 2))      # its admin listener
+ROUNDS="${BENCH_METRICS_ROUNDS:-2}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 
 command -v wrk >/dev/null || { echo "bench: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 [[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
 
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &
-GW=$!
-trap 'kill "$GW" 2>/dev/null || true; wait "$GW" 2>/dev/null || true' EXIT
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
-
-# One checked request before measuring: the benchmark must measure successes.
-curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
-  -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
-  | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage does not complete" >&2; exit 1; }
+PIDS+=($!)
+RUST_LOG=warn A2A_LISTEN="127.0.0.1:$MPORT" A2A_ADMIN_LISTEN="127.0.0.1:$ADMIN" "$BIN" &
+PIDS+=($!)
+for port in "$PORT" "$MPORT"; do
+  for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+  # One checked request before measuring: the benchmark must measure successes.
+  curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$port/a2a/jsonrpc" \
+    -d '{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}' \
+    | grep -q TASK_STATE_COMPLETED || { echo "bench: SendMessage does not complete on :$port" >&2; exit 1; }
+done
+curl -sf "http://127.0.0.1:$ADMIN/metrics" | grep -q '^a2a_requests_total' \
+  || { echo "bench: the metrics gateway's /metrics has no a2a_requests_total" >&2; exit 1; }
 
 run() { # name, wrk args...
   local name=$1; shift
@@ -40,17 +55,50 @@ run() { # name, wrk args...
   echo "$rps $reqs"
 }
 
+TICK=$(getconf CLK_TCK)
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; } # pid → CPU ticks used so far
+
+tasks() { # port → tasks the gateway holds
+  curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$1/a2a/jsonrpc" \
+    -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
+    | sed -E 's/.*"totalSize":([0-9]+).*/\1/'
+}
+check_tasks() { # port, sends wrk completed
+  local total expected; total=$(tasks "$1"); expected=$(($2 + 1))
+  # wrk does not count requests still in flight when it stops, so allow up to one per connection
+  # per run.
+  if (( total < expected || total > expected + CONNS * ROUNDS )); then
+    echo "bench: the gateway on :$1 holds $total tasks, wrk completed $2 sends" >&2; exit 1
+  fi
+  echo "tasks stored on :$1: $total (wrk completed $2 + 1 check request)" >&2
+}
+
 echo "a2a-gateway benchmark: $CONNS connections, $DURATION each, $(nproc) cores, wrk on the same machine" >&2
 read -r RAW _ < <(run "GET /healthz (raw limit)" "http://127.0.0.1:$PORT/healthz")
-read -r SEND SENT < <(run "SendMessage echo (JSON-RPC)" -s loadtest/send-echo.lua "http://127.0.0.1:$PORT/a2a/jsonrpc")
-
-TOTAL=$(curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$PORT/a2a/jsonrpc" \
-  -d '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"pageSize":1}}' \
-  | sed -E 's/.*"totalSize":([0-9]+).*/\1/')
-# wrk does not count requests still in flight when it stops, so allow up to one per connection.
-EXPECTED=$((SENT + 1))
-if (( TOTAL < EXPECTED || TOTAL > EXPECTED + CONNS )); then
-  echo "bench: the gateway holds $TOTAL tasks, wrk completed $SENT sends" >&2; exit 1
-fi
-awk -v s="$SEND" -v r="$RAW" 'BEGIN { printf "SendMessage / raw limit: %.2f\n", s / r }' >&2
-echo "tasks stored: $TOTAL (wrk completed $SENT + 1 check request)" >&2
+OFF=0; ON=0; SENT_OFF=0; SENT_ON=0; SCRAPES=0; CPU_OFF=0; CPU_ON=0
+for round in $(seq "$ROUNDS"); do
+  c0=$(cpu "${PIDS[0]}")
+  read -r rps sent < <(run "SendMessage, metrics off" -s loadtest/send-echo.lua "http://127.0.0.1:$PORT/a2a/jsonrpc")
+  CPU_OFF=$((CPU_OFF + $(cpu "${PIDS[0]}") - c0))
+  OFF=$(awk -v a="$OFF" -v b="$rps" 'BEGIN { print a + b }'); SENT_OFF=$((SENT_OFF + sent))
+  # Prometheus's part: one scrape a second while wrk runs.
+  ( while :; do curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/metrics" && echo x; sleep 1; done ) >"${TMPDIR:-/tmp}/bench-scrapes.$$" &
+  SCRAPER=$!
+  c0=$(cpu "${PIDS[1]}")
+  read -r rps sent < <(run "SendMessage, metrics on" -s loadtest/send-echo.lua "http://127.0.0.1:$MPORT/a2a/jsonrpc")
+  kill "$SCRAPER"; wait "$SCRAPER" 2>/dev/null || true
+  CPU_ON=$((CPU_ON + $(cpu "${PIDS[1]}") - c0))
+  SCRAPES=$((SCRAPES + $(wc -l <"${TMPDIR:-/tmp}/bench-scrapes.$$")))
+  ON=$(awk -v a="$ON" -v b="$rps" 'BEGIN { print a + b }'); SENT_ON=$((SENT_ON + sent))
+done
+rm -f "${TMPDIR:-/tmp}/bench-scrapes.$$"
+(( SCRAPES > 0 )) || { echo "bench: /metrics was never scraped" >&2; exit 1; }
+check_tasks "$PORT" "$SENT_OFF"
+check_tasks "$MPORT" "$SENT_ON"
+awk -v off="$OFF" -v on="$ON" -v r="$RAW" -v n="$ROUNDS" -v s="$SCRAPES" \
+    -v coff="$CPU_OFF" -v con="$CPU_ON" -v soff="$SENT_OFF" -v son="$SENT_ON" -v tick="$TICK" 'BEGIN {
+  uoff = coff / tick / soff * 1e6; uon = con / tick / son * 1e6
+  printf "SendMessage / raw limit: %.2f (metrics off, mean of %d runs: %.0f req/s)\n", off / n / r, n, off / n
+  printf "metrics on, mean of %d runs: %.0f req/s, %d scrapes: cost %.1f%% of throughput\n", n, on / n, s, (1 - on / off) * 100
+  printf "gateway CPU per request: %.1f us off, %.1f us on: cost %.1f%%\n", uoff, uon, (uon / uoff - 1) * 100
+}' >&2

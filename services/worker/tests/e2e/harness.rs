@@ -17,6 +17,8 @@ pub struct Deployment {
     pub db: a2a_testing::TestDatabase,
     pub redis: a2a_testing::TestRedis,
     pub gateway_url: String,
+    /// The gateway's admin listener (`/metrics`), when started with one.
+    pub admin: Option<std::net::SocketAddr>,
     key_path: PathBuf,
     gateway_stop: CancellationToken,
     client: reqwest::Client,
@@ -25,6 +27,17 @@ pub struct Deployment {
 impl Deployment {
     /// A gateway whose push allowlist is `allowed_hosts` (the tests' receivers run on 127.0.0.1).
     pub async fn start(allowed_hosts: &str) -> Self {
+        Self::start_with(allowed_hosts, None).await
+    }
+
+    /// [`Self::start`] with a gateway config file (`toml`, e.g. `[[agents]]`) and an admin
+    /// listener on a free port, started the way `main` starts it (`app::start`: upstream cards
+    /// fetched, the dispatch lease taken).
+    pub async fn with_admin(allowed_hosts: &str, toml: &str) -> Self {
+        Self::start_with(allowed_hosts, Some(toml)).await
+    }
+
+    async fn start_with(allowed_hosts: &str, admin_with: Option<&str>) -> Self {
         let db = a2a_testing::TestDatabase::create().await;
         let redis = a2a_testing::TestRedis::create().await;
         let key_path =
@@ -45,15 +58,26 @@ impl Deployment {
             ),
             ("A2A_PUSH_ALLOWED_HOSTS", allowed_hosts.to_owned()),
         ]);
-        let config = Config::from_parts(FileConfig::default(), |k| env.get(k).cloned()).unwrap();
+        let file = admin_with.map_or_else(FileConfig::default, |toml| {
+            FileConfig::parse(toml).expect("test config parses")
+        });
+        let config = Config::from_parts(file, |k| env.get(k).cloned()).unwrap();
         app::migrate(&config).await.expect("migrations apply");
         let stop = CancellationToken::new();
         let svc = app::build(&config, stop.clone()).unwrap();
+        let mut admin = None;
+        if admin_with.is_some() {
+            app::start(&config, &svc).await;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            admin = Some(listener.local_addr().unwrap());
+            tokio::spawn(app::serve_admin(listener, svc.clone(), stop.clone()));
+        }
         tokio::spawn(app::serve(listener, svc, stop.clone()));
         Self {
             db,
             redis,
             gateway_url,
+            admin,
             key_path,
             gateway_stop: stop,
             client: reqwest::Client::new(),

@@ -7,5 +7,6 @@ mod receiver;
 
 mod delivery;
 mod faults;
+mod prometheus;
 mod retention;
 mod ssrf;
