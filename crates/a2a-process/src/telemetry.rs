@@ -19,6 +19,7 @@ use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, format::Writer};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
@@ -100,6 +101,8 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     } else {
         (None, None)
     };
+    // Spans are exported whatever RUST_LOG says (it filters log lines only); warnings and errors
+    // also become span events.
     let otel = provider.as_ref().map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("a2a"))
@@ -107,6 +110,9 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
             .with_target(false)
             .with_threads(false)
             .with_location(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                m.is_span() || *m.level() <= tracing::Level::WARN
+            }))
     });
     let writer = move || -> Box<dyn std::io::Write> {
         match log_to {
@@ -118,15 +124,11 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
         .with_target(false)
         .with_writer(writer);
     let fmt: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = if json {
-        Box::new(fmt.event_format(JsonLines))
+        Box::new(fmt.event_format(JsonLines).with_filter(filter))
     } else {
-        Box::new(fmt)
+        Box::new(fmt.with_filter(filter))
     };
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(otel)
-        .with(fmt)
-        .init();
+    tracing_subscriber::registry().with(otel).with(fmt).init();
     if let Some(e) = otel_error {
         tracing::error!(error = %e, "traces are off: the OTLP exporter could not be built");
     }
