@@ -3,9 +3,9 @@
 //! shortly before it expires), and the mapping of client failures to the errors clients see.
 
 use a2a_process::telemetry;
-use tracing::Instrument;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use a2a_client::{A2aClient, ClientError, ClientPrefs, EventStream};
 use a2a_types::A2aError;
