@@ -110,6 +110,7 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
             .with_target(false)
             .with_threads(false)
             .with_location(false)
+            .with_tracked_inactivity(false)
             .with_filter(tracing_subscriber::filter::filter_fn(|m| {
                 m.is_span() || *m.level() <= tracing::Level::WARN
             }))
@@ -289,17 +290,23 @@ where
             obj.insert("message".into(), m);
         }
         obj.append(&mut fields.0);
-        if let Some(span) = ctx.lookup_current() {
+        // The event's span: its explicit parent, or the current one.
+        let mut span_id = None;
+        if let Some(span) = ctx.event_scope().and_then(|scope| scope.into_iter().next()) {
             obj.insert("span".into(), span.name().into());
-            // The OTel context of the current span (absent without the OTel layer).
-            let sc = tracing::Span::current()
-                .context()
-                .span()
-                .span_context()
-                .clone();
-            if sc.is_valid() {
-                obj.insert("trace_id".into(), sc.trace_id().to_string().into());
-                obj.insert("span_id".into(), sc.span_id().to_string().into());
+            span_id = Some(span.id());
+        }
+        // Its OTel context (none without the OTel layer), looked up with no extension held.
+        if let Some(id) = span_id {
+            let cx = tracing::dispatcher::get_default(|d| {
+                tracing_opentelemetry::get_otel_context(&id, d)
+            });
+            if let Some(cx) = cx {
+                let sc = cx.span().span_context().clone();
+                if sc.is_valid() {
+                    obj.insert("trace_id".into(), sc.trace_id().to_string().into());
+                    obj.insert("span_id".into(), sc.span_id().to_string().into());
+                }
             }
         }
         let line = serde_json::Value::Object(obj).to_string();

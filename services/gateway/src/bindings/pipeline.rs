@@ -272,6 +272,9 @@ impl Call {
         if !self.span.is_disabled() {
             self.end_span(outcome);
         }
+        // An access line at debug level, in the call's span (so it carries its trace id).
+        tracing::debug!(parent: &self.span, binding = self.binding.as_str(), method = self.method,
+            outcome, elapsed_ms = self.started.elapsed().as_millis() as u64, "a2a call");
         let binding = self.binding.as_str();
         metrics::counter!(
             "a2a_requests_total",
