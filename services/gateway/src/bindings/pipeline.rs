@@ -182,7 +182,11 @@ impl Call {
         }
         ctx.span = self.span.clone();
         let creds = Credentials { headers, query };
-        if let Err(r) = svc.authenticate(&mut ctx, creds).await {
+        // In the span: a refusal's log line carries the trace id.
+        let auth = svc
+            .authenticate(&mut ctx, creds)
+            .instrument(self.span.clone());
+        if let Err(r) = auth.await {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
         }

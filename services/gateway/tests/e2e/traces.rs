@@ -242,3 +242,115 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
         );
     }
 }
+
+#[tokio::test]
+async fn json_log_lines_carry_trace_ids_and_never_a_credential() {
+    const KEY: &str = "alice-key-9f8e7d6c";
+    const WRONG_KEY: &str = "wrong-key-5a4b3c2d";
+    const BEARER: &str = "bearer-token-1e2f3a4b";
+    const PUSH_CREDENTIALS: &str = "push-cred-77aa88bb";
+    const PUSH_TOKEN: &str = "push-token-99cc00dd";
+    let otlp = OtlpReceiver::start().await;
+    let webhook = Receiver::start().await;
+    let toml = format!(
+        r#"
+[auth]
+requirements = [{{ key = [] }}]
+
+[auth.schemes.key]
+scheme = {{ apiKeySecurityScheme = {{ location = "header", name = "X-API-Key" }} }}
+keys = [{{ id = "alice", key = "{KEY}" }}]
+
+[push]
+allowed_hosts = ["127.0.0.1"]
+"#
+    );
+    // Debug level: the most the gateway logs.
+    let gw = Gateway::start(
+        "logs-gw",
+        &otlp,
+        &toml,
+        &[("A2A_LOG_FORMAT", "json"), ("RUST_LOG", "debug")],
+    );
+    let client = reqwest::Client::new();
+    let rpc = |key: &str, auth: Option<&str>, params: Value| {
+        let mut req = client
+            .post(format!("{}/a2a/jsonrpc", gw.url))
+            .header("x-api-key", key)
+            .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    let push = json!({"url": webhook.url("/hook"), "token": PUSH_TOKEN,
+        "authentication": {"scheme": "Bearer", "credentials": PUSH_CREDENTIALS}});
+    let ok = rpc(
+        KEY,
+        Some(&format!("Bearer {BEARER}")),
+        json!({"message": script_message(json!({"chunks": 1})),
+               "configuration": {"taskPushNotificationConfig": push}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok.status(), 200);
+    let body: Value = ok.json().await.unwrap();
+    assert!(body.get("result").is_some(), "{body}");
+    let refused = rpc(
+        WRONG_KEY,
+        None,
+        json!({"message": script_message(json!({}))}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(refused.status(), 401);
+    webhook
+        .wait_for(Duration::from_secs(20), |r| {
+            r.iter()
+                .any(|r| r.json.to_string().contains("TASK_STATE_COMPLETED"))
+        })
+        .await;
+    // The access line of each call is written when it ends; give the pipe a moment.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let lines = gw.lines();
+        let calls = lines.iter().filter(|l| l.contains("a2a call")).count();
+        if calls >= 2 || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(lines.len() > 2, "{lines:#?}");
+    let parsed: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    for p in &parsed {
+        assert!(p["timestamp"].is_string() && p["level"].is_string(), "{p}");
+    }
+    // The calls' lines are in their SERVER spans, so they carry the client's trace id.
+    let calls: Vec<&Value> = parsed
+        .iter()
+        .filter(|p| p["message"] == "a2a call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{lines:#?}");
+    for c in &calls {
+        assert_eq!(c["trace_id"], CLIENT_TRACE, "{c}");
+        assert_eq!(c["span_id"].as_str().map(str::len), Some(16), "{c}");
+    }
+    assert!(calls.iter().any(|c| c["outcome"] == "UNAUTHENTICATED"));
+    let refusal = parsed
+        .iter()
+        .find(|p| p["message"] == "request refused: bad credentials");
+    assert_eq!(
+        refusal.expect("the refusal is logged")["trace_id"],
+        CLIENT_TRACE
+    );
+    // No line says a credential, not even a refused one.
+    for secret in [KEY, WRONG_KEY, BEARER, PUSH_CREDENTIALS, PUSH_TOKEN] {
+        for l in &lines {
+            assert!(!l.contains(secret), "a log line shows {secret}: {l}");
+        }
+    }
+}
