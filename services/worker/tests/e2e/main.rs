@@ -9,3 +9,4 @@ mod delivery;
 mod faults;
 mod retention;
 mod ssrf;
+mod traces;
