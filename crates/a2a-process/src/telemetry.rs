@@ -101,8 +101,9 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     } else {
         (None, None)
     };
-    // Spans are exported whatever RUST_LOG says (it filters log lines only); warnings and errors
-    // also become span events.
+    // Spans at INFO and above are exported whatever RUST_LOG says (it filters log lines only):
+    // ours are INFO; libraries' DEBUG/TRACE spans (h2's frame spans) are left out. Warnings and
+    // errors also become span events.
     let otel = provider.as_ref().map(|p| {
         tracing_opentelemetry::layer()
             .with_tracer(p.tracer("a2a"))
@@ -112,7 +113,11 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
             .with_location(false)
             .with_tracked_inactivity(false)
             .with_filter(tracing_subscriber::filter::filter_fn(|m| {
-                m.is_span() || *m.level() <= tracing::Level::WARN
+                if m.is_span() {
+                    *m.level() <= tracing::Level::INFO
+                } else {
+                    *m.level() <= tracing::Level::WARN
+                }
             }))
     });
     let writer = move || -> Box<dyn std::io::Write> {

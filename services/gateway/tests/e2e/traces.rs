@@ -354,3 +354,74 @@ allowed_hosts = ["127.0.0.1"]
         }
     }
 }
+
+/// gRPC and HTTP+JSON toward the upstream: the CLIENT span's `traceparent` goes as gRPC metadata
+/// or an HTTP header, and the upstream's SERVER span (attributes of its binding) is its child.
+#[tokio::test]
+async fn upstream_calls_over_grpc_and_rest_carry_the_trace() {
+    let otlp = OtlpReceiver::start().await;
+    let upstream = Gateway::start("upstream-gw", &otlp, "default_agent = \"scenario\"\n", &[]);
+    for (binding, system, route) in [
+        ("GRPC", Some("grpc"), None),
+        ("HTTP+JSON", None, Some("/a2a/rest/message:stream")),
+    ] {
+        let toml = format!(
+            "[[agents]]\nname = \"up\"\ncard_url = \"{}\"\nbindings = [\"{binding}\"]\n",
+            upstream.url
+        );
+        let service = format!("front-{binding}");
+        let front = Gateway::start(&service, &otlp, &toml, &[]);
+        // A new trace (no client traceparent): the front's SERVER span is its root.
+        let resp: Value = reqwest::Client::new()
+            .post(format!("{}/a2a/jsonrpc", front.url))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"tenant": "up", "message": script_message(json!({}))}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(resp.get("result").is_some(), "{binding}: {resp}");
+        let spans = otlp
+            .wait_for(Duration::from_secs(20), |spans| {
+                spans
+                    .iter()
+                    .any(|s| s.service == service && s.kind == 3 && s.attr("a2a.agent").is_some())
+                    && spans.iter().any(|s| {
+                        s.service == "upstream-gw"
+                            && s.kind == 2
+                            && s.attr("a2a.binding")
+                                == Some(if system.is_some() { "grpc" } else { "rest" })
+                    })
+            })
+            .await;
+        let server = one(&spans, "front SERVER span", |s| {
+            s.service == service && s.kind == 2
+        });
+        assert_eq!(server.parent_span_id, "", "{binding}: a root");
+        let call = one(&spans, "CLIENT span", |s| {
+            s.service == service && s.kind == 3 && s.attr("a2a.agent") == Some("up")
+        });
+        assert_eq!(call.attr("a2a.binding"), Some(binding));
+        assert_eq!(call.attr("rpc.system.name"), system);
+        let up_server = one(&spans, "upstream SERVER span", |s| {
+            s.service == "upstream-gw" && s.kind == 2 && s.trace_id == server.trace_id
+        });
+        assert!(
+            is_child(up_server, call),
+            "{binding}: {up_server:#?} under {call:#?}"
+        );
+        // The gateway follows a streaming upstream by its stream, even for a blocking send.
+        assert_eq!(call.name, "SendStreamingMessage");
+        assert_eq!(up_server.name, "SendStreamingMessage");
+        assert_eq!(up_server.attr("rpc.system.name"), system);
+        assert_eq!(up_server.attr("http.route"), route);
+        if system == Some("grpc") {
+            assert_eq!(up_server.attr("rpc.response.status_code"), Some("OK"));
+        } else {
+            assert_eq!(up_server.attr("http.request.method"), Some("POST"));
+            assert_eq!(up_server.attr("http.response.status_code"), Some("200"));
+        }
+    }
+}
