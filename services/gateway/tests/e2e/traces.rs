@@ -148,17 +148,29 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
         .await;
 
     let in_trace = |s: &ReceivedSpan| s.trace_id == CLIENT_TRACE;
+    // Spans arrive as their spans end and batches go out: wait for every one asserted on below.
+    let hooks = webhook.requests().len();
     let spans = otlp
         .wait_for(Duration::from_secs(20), |spans| {
             let ours: Vec<_> = spans.iter().filter(|s| in_trace(s)).collect();
-            ours.iter()
-                .any(|s| s.service == "front-gw" && s.name == "push deliver")
-                && ours
-                    .iter()
-                    .any(|s| s.service == "upstream-gw" && s.kind == 2)
-                && ours.iter().any(|s| {
-                    s.service == "front-gw" && s.kind == 3 && s.name == "SendStreamingMessage"
+            let has = |service: &str, f: &dyn Fn(&ReceivedSpan) -> bool| {
+                ours.iter().any(|s| s.service == service && f(s))
+            };
+            let count = |name: &str| {
+                ours.iter()
+                    .filter(|s| s.service == "front-gw" && s.name == name)
+                    .count()
+            };
+            has("front-gw", &|s| s.kind == 2)
+                && has("front-gw", &|s| s.name == "turn up")
+                && has("front-gw", &|s| {
+                    s.kind == 3 && s.name == "SendStreamingMessage"
                 })
+                && has("front-gw", &|s| s.name == "store create")
+                && has("upstream-gw", &|s| s.kind == 2)
+                && has("upstream-gw", &|s| s.name == "turn scenario")
+                && count("push deliver") >= hooks
+                && count("publish") >= hooks
         })
         .await;
     let spans: Vec<ReceivedSpan> = spans.into_iter().filter(in_trace).collect();
@@ -385,9 +397,10 @@ async fn upstream_calls_over_grpc_and_rest_carry_the_trace() {
         assert!(resp.get("result").is_some(), "{binding}: {resp}");
         let spans = otlp
             .wait_for(Duration::from_secs(20), |spans| {
-                spans
-                    .iter()
-                    .any(|s| s.service == service && s.kind == 3 && s.attr("a2a.agent").is_some())
+                spans.iter().any(|s| s.service == service && s.kind == 2)
+                    && spans.iter().any(|s| {
+                        s.service == service && s.kind == 3 && s.attr("a2a.agent").is_some()
+                    })
                     && spans.iter().any(|s| {
                         s.service == "upstream-gw"
                             && s.kind == 2
