@@ -1,8 +1,10 @@
 //! Delivering one event to one webhook until it is delivered or becomes a dead letter: the
 //! retry loop around [`Webhooks::attempt`], the delivery log and the dead letters.
 
+use a2a_process::telemetry;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::Instrument;
 
 use a2a_store::pg::{AttemptRecord, NewDeadLetter};
 use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
@@ -31,6 +33,9 @@ pub struct Delivery<'a> {
     pub config: &'a TaskPushNotificationConfig,
     /// When the event entered the stream (Unix ms), for the event-to-delivery latency.
     pub published_ms: Option<u64>,
+    /// The W3C `traceparent` the event was published under: each attempt's span is its child,
+    /// and the webhook receives the trace.
+    pub trace: Option<&'a str>,
 }
 
 /// What every delivery needs. One per worker process (or embedded gateway).
@@ -50,8 +55,18 @@ impl Deliverer {
         loop {
             attempt += 1;
             let started = Instant::now();
-            let result = self.webhooks.attempt(d.task_id, d.body, d.config).await;
+            let span = attempt_span(d, attempt);
+            // Without traces of our own, the webhook still gets the trace the event came with.
+            let traceparent = telemetry::traceparent(&span).or_else(|| d.trace.map(str::to_owned));
+            let result = self
+                .webhooks
+                .attempt(d.task_id, d.body, d.config, traceparent.as_deref())
+                .instrument(span.clone())
+                .await;
             let latency = started.elapsed();
+            if !span.is_disabled() {
+                record_attempt(&span, &result);
+            }
             let record =
                 |outcome: &'static str, status: Option<u16>, error: Option<String>| AttemptRecord {
                     task_id: d.task_id.to_owned(),
@@ -164,5 +179,51 @@ impl LogSink {
 
     pub async fn send(&self, record: AttemptRecord) {
         let _ = self.tx.send(record).await;
+    }
+}
+
+/// The span of one delivery attempt (disabled while traces are off): a CLIENT span, child of
+/// the span that published the event (the turn's), so one trace runs from the client's request
+/// to the webhook.
+fn attempt_span(d: &Delivery<'_>, attempt: u32) -> tracing::Span {
+    if !telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        parent: None,
+        "a2a.push.deliver",
+        otel.name = "push deliver",
+        otel.kind = "client",
+        otel.status_code = tracing::field::Empty,
+        http.request.method = "POST",
+        http.response.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+        a2a.task_id = d.task_id,
+        a2a.seq = d.seq,
+        a2a.push.config_id = d.config.id.as_str(),
+        a2a.push.attempt = attempt,
+    );
+    if let Some(tp) = d.trace {
+        telemetry::set_parent(&span, telemetry::context_from_traceparent(tp));
+    }
+    span
+}
+
+fn record_attempt(span: &tracing::Span, result: &Attempt) {
+    let (status, failed) = match result {
+        Attempt::Delivered { status } => (Some(*status), false),
+        Attempt::Retry { status, .. } | Attempt::Refused { status, .. } => (*status, true),
+    };
+    if let Some(s) = status {
+        span.record("http.response.status_code", s);
+    }
+    if failed {
+        let kind = match (result, status) {
+            (Attempt::Refused { .. }, None) => "refused",
+            (_, Some(_)) => "http_status",
+            _ => "connection",
+        };
+        span.record("error.type", kind);
+        span.record("otel.status_code", "ERROR");
     }
 }

@@ -105,6 +105,7 @@ pub fn start(
                 seq: event.seq,
                 event: Some(event.event),
                 published_ms: Some(now_ms()),
+                trace: event.trace,
             });
         }
     });

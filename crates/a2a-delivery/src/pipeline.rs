@@ -38,13 +38,19 @@ pub struct Entry {
     /// `None` when this build cannot decode the payload: the event is read from the log.
     pub event: Option<Arc<StreamResponse>>,
     pub published_ms: Option<u64>,
+    /// The W3C `traceparent` the event was published under (the entry's `tp`).
+    pub trace: Option<String>,
 }
+
+/// One event to deliver: sequence number, event, when it was published, its `traceparent`.
+type Collected = (u64, Arc<StreamResponse>, Option<u64>, Option<String>);
 
 #[derive(Default)]
 struct Slot {
     ids: Vec<String>,
     event: Option<Arc<StreamResponse>>,
     published_ms: Option<u64>,
+    trace: Option<String>,
 }
 
 #[derive(Default)]
@@ -133,6 +139,9 @@ impl Pipeline {
                 slot.event = entry.event;
             }
             slot.published_ms = slot.published_ms.or(entry.published_ms);
+            if slot.trace.is_none() {
+                slot.trace = entry.trace;
+            }
             start
         };
         crate::metrics::in_flight(self.in_flight());
@@ -203,7 +212,7 @@ impl Pipeline {
         task_id: &str,
         delivered: u64,
         batch: &BTreeMap<u64, Slot>,
-    ) -> Vec<(u64, Arc<StreamResponse>, Option<u64>)> {
+    ) -> Vec<Collected> {
         let target = batch.keys().next_back().copied().unwrap_or(delivered);
         let mut events = Vec::new();
         let mut missing = Vec::new();
@@ -212,8 +221,9 @@ impl Pipeline {
                 Some(Slot {
                     event: Some(ev),
                     published_ms,
+                    trace,
                     ..
-                }) => events.push((seq, ev.clone(), *published_ms)),
+                }) => events.push((seq, ev.clone(), *published_ms, trace.clone())),
                 _ => missing.push(seq),
             }
         }
@@ -224,7 +234,9 @@ impl Pipeline {
             .await;
             for (seq, ev) in logged {
                 if missing.binary_search(&seq).is_ok() {
-                    events.push((seq, Arc::new(ev), None));
+                    // The trace of an event read from the log is that of its slot, if any.
+                    let trace = batch.get(&seq).and_then(|s| s.trace.clone());
+                    events.push((seq, Arc::new(ev), None, trace));
                 }
             }
             events.sort_by_key(|(seq, ..)| *seq);
@@ -236,10 +248,10 @@ impl Pipeline {
     async fn deliver_all(
         &self,
         task_id: &str,
-        events: &[(u64, Arc<StreamResponse>, Option<u64>)],
+        events: &[Collected],
         configs: &[TaskPushNotificationConfig],
     ) {
-        for (seq, event, published_ms) in events {
+        for (seq, event, published_ms, trace) in events {
             let body = Bytes::from(serde_json::to_vec(&**event).unwrap_or_default());
             let deliveries = configs.iter().map(|config| Delivery {
                 task_id,
@@ -248,6 +260,7 @@ impl Pipeline {
                 body: &body,
                 config,
                 published_ms: *published_ms,
+                trace: trace.as_deref(),
             });
             let deliveries: Vec<Delivery<'_>> = deliveries.collect();
             join_all(deliveries.iter().map(|d| self.deliverer.deliver(d))).await;
@@ -333,6 +346,7 @@ impl Pipeline {
             into.ids.extend(slot.ids);
             into.event = into.event.take().or(slot.event);
             into.published_ms = into.published_ms.or(slot.published_ms);
+            into.trace = into.trace.take().or(slot.trace);
         }
     }
 

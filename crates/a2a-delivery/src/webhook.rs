@@ -85,6 +85,7 @@ impl Webhooks {
         task_id: &str,
         body: &Bytes,
         config: &TaskPushNotificationConfig,
+        traceparent: Option<&str>,
     ) -> Attempt {
         let url = match url::Url::parse(&config.url) {
             Ok(url) if matches!(url.scheme(), "http" | "https") => url,
@@ -111,6 +112,9 @@ impl Webhooks {
             .header(CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_A2A))
             .header(a2a_push::SIGNATURE_HEADER, signature)
             .body(body.clone());
+        if let Some(v) = traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {
+            request = request.header("traceparent", v);
+        }
         if let Some(auth) = &config.authentication {
             let value = format!("{} {}", auth.scheme, auth.credentials);
             match HeaderValue::from_str(value.trim()) {

@@ -1,6 +1,7 @@
 //! [`Metered`]: a [`TaskStore`] that times every operation of the store it wraps
 //! (`a2a_store_operation_duration_seconds{operation,outcome}`), so both implementations are
-//! measured the same way and neither knows about metrics.
+//! measured the same way and neither knows about metrics. With traces on ([`Metered::traced`])
+//! each operation is also a CLIENT span `store <operation>`, child of the caller's span.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,16 +17,42 @@ use crate::{
 /// The wrapped store, timed.
 pub struct Metered {
     inner: Arc<dyn TaskStore>,
+    traced: bool,
 }
 
 impl Metered {
     pub fn new(inner: Arc<dyn TaskStore>) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            traced: false,
+        }
+    }
+
+    /// Each operation is a span (when `on`: traces are exported).
+    pub fn traced(mut self, on: bool) -> Self {
+        self.traced = on;
+        self
     }
 }
 
+/// The span of one store operation.
+fn span(operation: &'static str) -> tracing::Span {
+    tracing::info_span!(
+        "a2a.store",
+        otel.name = format!("store {operation}"),
+        otel.kind = "client",
+        db.operation.name = operation,
+        error.type = tracing::field::Empty,
+    )
+}
+
 /// Records one operation and passes its result on.
-fn timed<T>(operation: &'static str, started: Instant, result: StoreResult<T>) -> StoreResult<T> {
+fn timed<T>(
+    operation: &'static str,
+    started: Instant,
+    span: &tracing::Span,
+    result: StoreResult<T>,
+) -> StoreResult<T> {
     let outcome = match &result {
         Ok(_) => "ok",
         Err(StoreError::NotFound(_)) => "not_found",
@@ -42,6 +69,9 @@ fn timed<T>(operation: &'static str, started: Instant, result: StoreResult<T>) -
         "outcome" => outcome,
     )
     .record(started.elapsed().as_secs_f64());
+    if outcome != "ok" {
+        span.record("error.type", outcome);
+    }
     result
 }
 
@@ -49,7 +79,17 @@ fn timed<T>(operation: &'static str, started: Instant, result: StoreResult<T>) -
 macro_rules! forward {
     ($self:ident, $op:literal, $method:ident($($arg:expr),*)) => {{
         let started = Instant::now();
-        timed($op, started, $self.inner.$method($($arg),*).await)
+        if $self.traced {
+            let span = span($op);
+            let result = tracing::Instrument::instrument(
+                $self.inner.$method($($arg),*),
+                span.clone(),
+            )
+            .await;
+            timed($op, started, &span, result)
+        } else {
+            timed($op, started, &tracing::Span::none(), $self.inner.$method($($arg),*).await)
+        }
     }};
 }
 

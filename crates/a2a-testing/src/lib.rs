@@ -9,6 +9,7 @@
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
 mod calls;
+pub mod otlp;
 mod pg;
 mod process;
 pub mod receiver;

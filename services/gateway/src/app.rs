@@ -74,7 +74,9 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         agents.set_default(name)?;
     }
     // Every store operation is timed (`a2a_store_operation_duration_seconds`).
-    let store: Arc<dyn TaskStore> = Arc::new(a2a_store::Metered::new(store));
+    // With traces on, each is also a span.
+    let store: Arc<dyn TaskStore> =
+        Arc::new(a2a_store::Metered::new(store).traced(a2a_process::telemetry::enabled()));
     let svc = A2aService::new(
         store,
         bus,

@@ -20,7 +20,7 @@ const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...]
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
 A2A_REDIS_PREFIX,
-A2A_ADMIN_LISTEN, A2A_CONFIG, RUST_LOG); see the README.";
+A2A_ADMIN_LISTEN, A2A_CONFIG, A2A_LOG_FORMAT, RUST_LOG, OTEL_*); see the README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).
 const EX_CONFIG: u8 = 78;
@@ -39,7 +39,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    init_tracing();
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    // Inside the runtime: the OTLP gRPC exporter's channel is created on it.
+    let telemetry = {
+        let _rt = runtime.enter();
+        a2a_process::telemetry::init("a2a-gateway", a2a_process::telemetry::LogTo::Stdout)
+    };
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -47,7 +52,6 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     if command == "migrate" {
         return runtime.block_on(migrate(&config));
     }
@@ -63,7 +67,10 @@ fn main() -> ExitCode {
             }
         };
     }
-    match runtime.block_on(run(config)) {
+    let result = runtime.block_on(run(config));
+    // Flush the spans of the last requests before the process exits.
+    telemetry.shutdown();
+    match result {
         Ok(0) => ExitCode::SUCCESS,
         Ok(_) => {
             // Turns still run (the drain bound passed). Dropping the runtime would drop its
@@ -157,13 +164,4 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
             Err(ExitCode::FAILURE)
         }
     }
-}
-
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .init();
 }

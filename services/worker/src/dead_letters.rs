@@ -138,6 +138,7 @@ async fn replay(
                 body: &body,
                 config: &d.config,
                 published_ms: None,
+                trace: None,
             })
             .await;
         let text = match &outcome {

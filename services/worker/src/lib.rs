@@ -205,6 +205,7 @@ fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
             seq: ev.seq,
             event: Some(ev.event),
             published_ms,
+            trace: ev.trace,
         });
     }
     // A payload this build cannot read: the task and sequence number suffice, the event log
@@ -217,6 +218,7 @@ fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
         seq,
         event: None,
         published_ms,
+        trace: entry.get("tp"),
     })
 }
 

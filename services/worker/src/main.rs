@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use a2a_process::telemetry::LogTo;
 use a2a_worker::config::WorkerConfig;
 use tokio_util::sync::CancellationToken;
 
@@ -49,7 +50,17 @@ fn main() -> ExitCode {
         }
     }
     // `serve` logs to stdout (where it says where it listens); the CLI keeps stdout for output.
-    init_tracing(command == "serve");
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    // Inside the runtime: the OTLP gRPC exporter's channel is created on it.
+    let telemetry = {
+        let _rt = runtime.enter();
+        let to = if command == "serve" {
+            LogTo::Stdout
+        } else {
+            LogTo::Stderr
+        };
+        a2a_process::telemetry::init("a2a-worker", to)
+    };
     let config = match WorkerConfig::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -57,7 +68,6 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
-    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let result = runtime.block_on(async {
         match command {
             "migrate" => {
@@ -69,6 +79,8 @@ fn main() -> ExitCode {
             _ => serve(config).await.map(|()| String::new()),
         }
     });
+    // Flush the spans of the last deliveries before the process exits.
+    telemetry.shutdown();
     match result {
         Ok(out) => {
             if !out.is_empty() {
@@ -101,17 +113,4 @@ async fn serve(config: WorkerConfig) -> Result<(), String> {
     a2a_worker::run(config, listener, shutdown).await?;
     tracing::info!("a2a-worker stopped");
     Ok(())
-}
-
-fn init_tracing(stdout: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false);
-    if stdout {
-        fmt.init();
-    } else {
-        fmt.with_writer(std::io::stderr).init();
-    }
 }

@@ -131,7 +131,8 @@ impl GrpcBinding {
         let mut call = Call::start(Binding::Grpc);
         call.method(method);
         let result = match self.admit(&call, req).await {
-            Ok((admitted, message)) => op(self.svc.clone(), admitted.ctx, message)
+            Ok((admitted, message)) => call
+                .traced(op(self.svc.clone(), admitted.ctx, message))
                 .await
                 .map(|out| respond(out, admitted.extensions)),
             Err(err) => Err(err),
@@ -153,7 +154,8 @@ impl GrpcBinding {
         let mut call = Call::start(Binding::Grpc);
         call.method(method);
         let opened = match self.admit(&call, req).await {
-            Ok((admitted, message)) => op(self.svc.clone(), admitted.ctx, message)
+            Ok((admitted, message)) => call
+                .traced(op(self.svc.clone(), admitted.ctx, message))
                 .await
                 .map(|events| (events, admitted.extensions)),
             Err(err) => Err(err),

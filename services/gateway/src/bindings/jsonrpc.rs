@@ -79,6 +79,7 @@ pub async fn handle(
         Err((id, err)) => return failed(call, &id, &err),
     };
     call.method(&method);
+    call.http("POST", || PATH.to_owned());
     let admitted = match call.admit(&svc, &headers, uri.query()).await {
         Ok(a) => a,
         Err(r) => {
@@ -87,7 +88,10 @@ pub async fn handle(
             return refused(response, r);
         }
     };
-    let mut response = match dispatch(&svc, &admitted.ctx, &id, &method, params).await {
+    let outcome = call
+        .traced(dispatch(&svc, &admitted.ctx, &id, &method, params))
+        .await;
+    let mut response = match outcome {
         Ok(Outcome::Json(body)) => {
             call.ok();
             json_response(body)

@@ -6,11 +6,21 @@
 //! Request metrics hang here, so a new cross-cutting concern (rate limits, the server span) is
 //! added in this file rather than in each binding.
 //!
+//! Traces (README, Traces): when export is on, each call is one SERVER span named after its
+//! method, child of the client's W3C `traceparent`; the operation runs inside it
+//! ([`Call::traced`]) and the request context's `traceparent` becomes this span's, so the turn
+//! and the events it publishes continue the trace. Off, no span is built.
+//!
 //! Metrics (README, Metrics): `a2a_requests_total{binding,method,outcome}` (outcome = the A2A
 //! ErrorInfo reason, or `ok`), `a2a_request_duration_seconds{binding,method}`,
 //! `a2a_open_streams{binding}` and `a2a_auth_failures_total{reason}`.
 
+use std::future::Future;
 use std::time::Instant;
+
+use a2a_process::telemetry;
+use tracing::Instrument;
+use tracing::field::Empty;
 
 use a2a_types::A2aError;
 use axum::http::{HeaderMap, HeaderValue};
@@ -96,6 +106,10 @@ pub struct Call {
     method: &'static str,
     started: Instant,
     recorded: bool,
+    /// The SERVER span (disabled while traces are off).
+    span: tracing::Span,
+    /// The HTTP status a binding answers with when it is not the error's own (REST's 415).
+    status: Option<u16>,
 }
 
 impl Call {
@@ -105,6 +119,8 @@ impl Call {
             method: UNKNOWN_METHOD,
             started: Instant::now(),
             recorded: false,
+            span: server_span(binding),
+            status: None,
         }
     }
 
@@ -115,6 +131,35 @@ impl Call {
             .find(|m| **m == name)
             .copied()
             .unwrap_or(UNKNOWN_METHOD);
+        if !self.span.is_disabled() {
+            self.span.record("otel.name", self.method);
+            self.span.record("rpc.method", self.method);
+        }
+    }
+
+    /// The HTTP method and route template (`http.request.method`, `http.route`) of the HTTP
+    /// bindings, for the span.
+    pub fn http(&self, method: &str, route: impl FnOnce() -> String) {
+        if !self.span.is_disabled() {
+            self.span.record("http.request.method", method);
+            self.span.record("http.route", route());
+        }
+    }
+
+    /// The HTTP status the binding answers with, where it is not the error's own.
+    pub fn status(&mut self, status: u16) {
+        self.status = Some(status);
+    }
+
+    /// The call's SERVER span, for attributes only the operation knows (`a2a.task_id`, ...).
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Runs the operation inside the SERVER span (its logs carry the trace id, its store reads
+    /// and upstream calls are children).
+    pub fn traced<F: Future>(&self, op: F) -> tracing::instrument::Instrumented<F> {
+        op.instrument(self.span.clone())
     }
 
     /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
@@ -127,9 +172,21 @@ impl Call {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Result<Admitted, Refusal> {
+        if !self.span.is_disabled() {
+            telemetry::set_parent(&self.span, telemetry::extract(headers));
+        }
         let mut ctx = request_context(headers, query).map_err(Refusal::Invalid)?;
+        if let Some(tp) = telemetry::traceparent(&self.span) {
+            // The turn and the events it publishes continue from this call's span.
+            ctx.traceparent = Some(tp);
+        }
+        ctx.span = self.span.clone();
         let creds = Credentials { headers, query };
-        if let Err(r) = svc.authenticate(&mut ctx, creds).await {
+        // In the span: a refusal's log line carries the trace id.
+        let auth = svc
+            .authenticate(&mut ctx, creds)
+            .instrument(self.span.clone());
+        if let Err(r) = auth.await {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
         }
@@ -147,7 +204,44 @@ impl Call {
 
     /// Records a call answered with `err` (the outcome is its ErrorInfo reason).
     pub fn failed(mut self, err: &A2aError) {
-        self.record(err.codes().reason);
+        let codes = err.codes();
+        if !self.span.is_disabled() {
+            let status = self.status.unwrap_or(match self.binding {
+                Binding::Rest => codes.http,
+                // JSON-RPC answers errors with 200, except the transport's own refusals.
+                Binding::JsonRpc => match err {
+                    A2aError::Unauthenticated(_)
+                    | A2aError::PermissionDenied(_)
+                    | A2aError::PayloadTooLarge { .. } => codes.http,
+                    _ => 200,
+                },
+                Binding::Grpc => 0,
+            });
+            self.status = Some(status);
+            if self.binding == Binding::Grpc {
+                self.span.record(
+                    "rpc.response.status_code",
+                    format!("{:?}", codes.grpc).to_uppercase(),
+                );
+            }
+            // Server errors are the gateway's (or its upstream's) failure; client errors are not.
+            let server_error = match self.binding {
+                Binding::Grpc => matches!(
+                    codes.grpc,
+                    tonic::Code::Unknown
+                        | tonic::Code::Internal
+                        | tonic::Code::Unavailable
+                        | tonic::Code::DataLoss
+                        | tonic::Code::DeadlineExceeded
+                        | tonic::Code::Unimplemented
+                ),
+                _ => codes.http >= 500,
+            };
+            if server_error {
+                self.span.record("otel.status_code", "ERROR");
+            }
+        }
+        self.record(codes.reason);
     }
 
     /// Records a call's result.
@@ -159,7 +253,8 @@ impl Call {
     }
 
     /// Records an error answered with an ErrorInfo reason of the binding's own (REST's 405).
-    pub fn finish_reason(mut self, reason: &'static str) {
+    pub fn finish_reason(mut self, reason: &'static str, status: u16) {
+        self.status = Some(status);
         self.record(reason);
     }
 
@@ -178,6 +273,12 @@ impl Call {
 
     fn record(&mut self, outcome: &'static str) {
         self.recorded = true;
+        if !self.span.is_disabled() {
+            self.end_span(outcome);
+        }
+        // An access line at debug level, in the call's span (so it carries its trace id).
+        tracing::debug!(parent: &self.span, binding = self.binding.as_str(), method = self.method,
+            outcome, elapsed_ms = self.started.elapsed().as_millis() as u64, "a2a call");
         let binding = self.binding.as_str();
         metrics::counter!(
             "a2a_requests_total",
@@ -193,6 +294,55 @@ impl Call {
         )
         .record(self.started.elapsed().as_secs_f64());
     }
+}
+
+impl Call {
+    fn end_span(&self, outcome: &'static str) {
+        let span = &self.span;
+        if self.binding != Binding::Grpc {
+            span.record("http.response.status_code", self.status.unwrap_or(200));
+        } else if outcome == "ok" {
+            span.record("rpc.response.status_code", "OK");
+        }
+        if outcome != "ok" {
+            span.record("error.type", outcome);
+            span.record("a2a.error.reason", outcome);
+        }
+    }
+}
+
+/// The SERVER span of one call (attributes: README, Traces), or a disabled span while traces
+/// are off: then nothing is built.
+fn server_span(binding: Binding) -> tracing::Span {
+    if !telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    // HTTP+JSON is an HTTP API, not an RPC protocol: it has no `rpc.system.name`.
+    let system = match binding {
+        Binding::JsonRpc => Some("jsonrpc"),
+        Binding::Grpc => Some("grpc"),
+        Binding::Rest => None,
+    };
+    // REST records its verb once routed (`Call::http`).
+    let http_method = (binding == Binding::JsonRpc).then_some("POST");
+    tracing::info_span!(
+        "a2a.server",
+        otel.name = UNKNOWN_METHOD,
+        otel.kind = "server",
+        otel.status_code = Empty,
+        rpc.system.name = system,
+        rpc.method = Empty,
+        rpc.response.status_code = Empty,
+        http.request.method = http_method,
+        http.route = Empty,
+        http.response.status_code = Empty,
+        error.type = Empty,
+        a2a.binding = binding.as_str(),
+        a2a.task_id = Empty,
+        a2a.context_id = Empty,
+        a2a.agent = Empty,
+        a2a.error.reason = Empty,
+    )
 }
 
 impl Drop for Call {

@@ -54,6 +54,9 @@ pub struct RequestContext {
     /// The client's `Idempotency-Key` (gRPC metadata `idempotency-key`): a retried send with
     /// it is answered from the first one (see `idempotency`).
     pub idempotency_key: Option<String>,
+    /// The call's SERVER span (disabled while traces are off), for the `a2a.*` attributes only
+    /// the operation learns (task, context, agent).
+    pub span: tracing::Span,
 }
 
 impl RequestContext {
@@ -66,6 +69,7 @@ impl RequestContext {
             traceparent: None,
             last_event_id: None,
             idempotency_key: None,
+            span: tracing::Span::none(),
         }
     }
 }

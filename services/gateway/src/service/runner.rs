@@ -4,9 +4,11 @@
 //! it creates the task on the agent's first event, commits every event (store first, then bus)
 //! and stops at the first terminal or interrupted state or when canceled.
 
+use a2a_process::telemetry;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 use a2a_bus::BusEvent;
 use a2a_store::{DispatchMark, KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
@@ -260,6 +262,12 @@ impl A2aService {
             let turn = turns_of(&rec.task).saturating_add(1);
             (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
         };
+        if !ctx.span.is_disabled() {
+            ctx.span.record("a2a.task_id", message.task_id.as_str());
+            ctx.span
+                .record("a2a.context_id", message.context_id.as_str());
+            ctx.span.record("a2a.agent", agent.name());
+        }
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
             auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
@@ -377,9 +385,16 @@ impl A2aService {
             running.insert(task_id.clone(), turn.cancel.clone());
         }
         let svc = self.clone();
+        // The turn outlives its request: its span is a child of the request's SERVER span
+        // (named by the request's traceparent), and the events it publishes carry the turn's
+        // context. Without traces, events carry the client's traceparent as it came.
+        let span = turn_span(&turn);
+        let trace = telemetry::traceparent(&span).or_else(|| turn.traceparent.clone());
         tokio::spawn(async move {
-            let trace = turn.traceparent.clone();
-            TRACEPARENT.scope(trace, svc.run_turn(turn, tx)).await;
+            TRACEPARENT
+                .scope(trace, svc.run_turn(turn, tx))
+                .instrument(span)
+                .await;
             svc.inner
                 .running
                 .lock()
@@ -522,17 +537,54 @@ impl A2aService {
     }
 
     pub(crate) async fn publish(&self, task_id: &str, seq: u64, event: StreamResponse) {
+        let span = if telemetry::enabled() {
+            tracing::info_span!(
+                "a2a.bus.publish",
+                otel.name = "publish",
+                otel.kind = "producer",
+                a2a.task_id = task_id,
+                a2a.seq = seq,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        // Consumers (the push worker) continue the trace from the publish.
+        let trace = telemetry::traceparent(&span)
+            .or_else(|| TRACEPARENT.try_with(Clone::clone).ok().flatten());
         let event = BusEvent {
             task_id: task_id.to_owned(),
             seq,
             event: Arc::new(event),
-            trace: TRACEPARENT.try_with(Clone::clone).ok().flatten(),
+            trace,
         };
         // The event is committed; followers that miss it read it from the log.
-        if let Err(e) = self.inner.bus.publish(event).await {
+        if let Err(e) = self.inner.bus.publish(event).instrument(span).await {
             tracing::warn!(task_id, seq, error = %e, "publish failed; followers will poll the log");
         }
     }
+}
+
+/// The span of one turn (disabled while traces are off): child of the request's span, a root
+/// for a taken-over turn whose request is gone.
+fn turn_span(turn: &Turn) -> tracing::Span {
+    if !telemetry::enabled() {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        parent: None,
+        "a2a.turn",
+        otel.name = format!("turn {}", turn.agent.name()),
+        otel.kind = "internal",
+        a2a.task_id = turn.request.task_id.as_str(),
+        a2a.context_id = turn.request.context_id.as_str(),
+        a2a.agent = turn.agent.name(),
+        a2a.turn = turn.request.turn,
+        a2a.resumed = turn.resume != Resume::No,
+    );
+    if let Some(tp) = &turn.traceparent {
+        telemetry::set_parent(&span, telemetry::context_from_traceparent(tp));
+    }
+    span
 }
 
 /// State of one running turn.

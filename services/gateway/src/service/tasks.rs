@@ -33,6 +33,7 @@ impl A2aService {
         req: GetTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
+        ctx.span.record("a2a.task_id", req.id.as_str());
         let history = validate::history_length(req.history_length, "historyLength")?;
         self.inner
             .store
@@ -99,6 +100,7 @@ impl A2aService {
         req: CancelTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
+        ctx.span.record("a2a.task_id", req.id.as_str());
         let store = &self.inner.store;
         // Set once another replica was asked and did not answer: no turn runs anywhere.
         let mut asked_others = false;
@@ -204,6 +206,7 @@ impl A2aService {
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
         validate::required_id(&req.id, "id")?;
+        ctx.span.record("a2a.task_id", req.id.as_str());
         let permit = self.stream_permit()?;
         // Subscribe before reading the snapshot, so nothing falls between the two.
         let bus = self.subscribe_bus(&req.id).await?;

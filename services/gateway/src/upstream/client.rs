@@ -2,8 +2,10 @@
 //! credentials its card asks for (API key, or an OAuth2 client-credentials token cached until
 //! shortly before it expires), and the mapping of client failures to the errors clients see.
 
+use a2a_process::telemetry;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use a2a_client::{A2aClient, ClientError, ClientPrefs, EventStream};
 use a2a_types::A2aError;
@@ -113,7 +115,13 @@ impl UpstreamClient {
         call: impl Future<Output = Result<T, A2aError>>,
     ) -> Result<T, A2aError> {
         let started = std::time::Instant::now();
-        let result = call.await;
+        let span = self.client_span(method);
+        let result = call.instrument(span.clone()).await;
+        if let Err(e) = &result
+            && !span.is_disabled()
+        {
+            span.record("error.type", e.codes().reason);
+        }
         crate::metrics::upstream_call(
             &self.agent,
             self.binding_label(),
@@ -124,7 +132,32 @@ impl UpstreamClient {
         result
     }
 
-    /// The transport with this call's credentials and `extra` headers (gRPC metadata).
+    /// The CLIENT span of one upstream call (disabled while traces are off): child of the
+    /// turn's span; `authorised` sends its `traceparent` upstream.
+    fn client_span(&self, method: &'static str) -> tracing::Span {
+        if !telemetry::enabled() {
+            return tracing::Span::none();
+        }
+        let binding = self.binding_label();
+        let system = match binding {
+            "JSONRPC" | "JSONRPC/0.3" => Some("jsonrpc"),
+            "GRPC" => Some("grpc"),
+            _ => None,
+        };
+        tracing::info_span!(
+            "a2a.upstream",
+            otel.name = method,
+            otel.kind = "client",
+            rpc.system.name = system,
+            rpc.method = method,
+            error.type = tracing::field::Empty,
+            a2a.agent = self.agent.as_str(),
+            a2a.binding = binding,
+        )
+    }
+
+    /// The transport with this call's credentials, `extra` headers (gRPC metadata), and the
+    /// W3C trace context of the current (CLIENT) span when traces are on.
     async fn authorised(&self, extra: &[(&str, &str)]) -> Result<Transport, A2aError> {
         let auth = match &self.auth {
             Auth::None => None,
@@ -134,10 +167,19 @@ impl UpstreamClient {
                 format!("Bearer {}", source.token(&self.http, &self.agent).await?),
             )),
         };
+        let mut trace = axum::http::HeaderMap::new();
+        if telemetry::enabled() {
+            telemetry::inject(&tracing::Span::current(), &mut trace);
+        }
         let headers = auth
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
-            .chain(extra.iter().copied());
+            .chain(extra.iter().copied())
+            .chain(
+                trace
+                    .iter()
+                    .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?))),
+            );
         let mut transport = self.transport.clone();
         for (k, v) in headers {
             transport = match transport {

@@ -22,4 +22,5 @@ mod readme;
 mod redis;
 mod rest;
 mod streams;
+mod traces;
 mod upstream;

@@ -10,3 +10,4 @@ mod faults;
 mod prometheus;
 mod retention;
 mod ssrf;
+mod traces;

@@ -73,11 +73,19 @@ async fn handle(
             return failed(call, &err);
         }
         Err(NoRoute::MethodNotAllowed(allowed)) => {
-            call.finish_reason(errors::METHOD_NOT_ALLOWED);
+            call.finish_reason(errors::METHOD_NOT_ALLOWED, 405);
             return errors::method_not_allowed(&method, uri.path(), allowed);
         }
     };
     call.method(route.op.method());
+    call.http(method.as_str(), || {
+        let tenant = if route.tenant.is_empty() {
+            ""
+        } else {
+            "/{tenant}"
+        };
+        format!("{PREFIX}{tenant}{}", route.op.route())
+    });
     let body = match body {
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
@@ -101,8 +109,12 @@ async fn handle(
     // A body that is not JSON is refused at the transport level: 415, not the 1.0.1 table's
     // 400 (which is about a part's media type, see `errors::unsupported_media_type`).
     let outcome = match check_content_type(&headers, &body) {
-        Ok(()) => call_op(&svc, &admitted.ctx, route, uri.query(), &body).await,
+        Ok(()) => {
+            call.traced(call_op(&svc, &admitted.ctx, route, uri.query(), &body))
+                .await
+        }
         Err(err) => {
+            call.status(415);
             call.failed(&err);
             let mut response = errors::unsupported_media_type(&err);
             if let Some(v) = admitted.extensions {

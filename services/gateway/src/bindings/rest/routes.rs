@@ -45,6 +45,27 @@ impl Op {
     }
 }
 
+impl Op {
+    /// The path template under the prefix (`http.route` of the SERVER span).
+    pub fn route(&self) -> &'static str {
+        match self {
+            Op::SendMessage => "/message:send",
+            Op::SendStreamingMessage => "/message:stream",
+            Op::GetTask { .. } => "/tasks/{id}",
+            Op::ListTasks => "/tasks",
+            Op::CancelTask { .. } => "/tasks/{id}:cancel",
+            Op::SubscribeToTask { .. } => "/tasks/{id}:subscribe",
+            Op::CreatePushConfig { .. } | Op::ListPushConfigs { .. } => {
+                "/tasks/{id}/pushNotificationConfigs"
+            }
+            Op::GetPushConfig { .. } | Op::DeletePushConfig { .. } => {
+                "/tasks/{id}/pushNotificationConfigs/{configId}"
+            }
+            Op::GetExtendedAgentCard => "/extendedAgentCard",
+        }
+    }
+}
+
 /// A matched request: the tenant of the `/{tenant}` prefix (empty without one) and the operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {

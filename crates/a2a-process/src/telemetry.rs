@@ -1,0 +1,434 @@
+//! Logs and traces for both binaries: the `tracing` subscriber (text, or one JSON object per line
+//! with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry layer exporting spans over OTLP
+//! (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`) through a batch
+//! processor, with W3C Trace Context propagation. Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
+//! resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) come from the standard variables,
+//! read by the SDK.
+//!
+//! Off by default and free then: call sites create spans only when [`enabled`] says so, so an
+//! unconfigured process builds no span at all.
+
+use std::fmt;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
+use opentelemetry::trace::{SpanContext, TraceContextExt, TracerProvider as _};
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Subscriber;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, format::Writer};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+
+/// Whether spans are exported (set once by [`init`]).
+static ENABLED: AtomicBool = AtomicBool::new(false);
+static PROPAGATOR: OnceLock<TraceContextPropagator> = OnceLock::new();
+
+/// The variable choosing the log format (`json`, or text by default).
+pub const LOG_FORMAT_VAR: &str = "A2A_LOG_FORMAT";
+
+/// Whether traces are exported. Call sites build spans only then.
+#[inline]
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Where log lines go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogTo {
+    Stdout,
+    Stderr,
+}
+
+/// Flushes and stops the exporter when dropped (or with [`Telemetry::shutdown`]), so spans of
+/// the last requests are not lost at exit.
+#[must_use = "dropping it stops trace export"]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Flushes pending spans and stops the exporter. Call it outside async code: it waits for
+    /// the batch processor's thread.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(p) = self.provider.take()
+            && let Err(e) = p.shutdown()
+        {
+            eprintln!("trace export shutdown: {e}");
+        }
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether the standard variables configure an OTLP trace exporter.
+fn otlp_configured(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    let set = |k: &str| env(k).is_some_and(|v| !v.trim().is_empty());
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    let exporter_none = env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
+    !disabled
+        && !exporter_none
+        && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+/// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
+/// (`A2A_LOG_FORMAT`), and the OTLP layer when configured. Call it inside a tokio runtime (the
+/// gRPC exporter's channel lives there). `service` names the process when neither
+/// `OTEL_SERVICE_NAME` nor `service.name` in `OTEL_RESOURCE_ATTRIBUTES` does.
+pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
+    let env = |k: &str| std::env::var(k).ok();
+    let json = env(LOG_FORMAT_VAR).is_some_and(|v| v.eq_ignore_ascii_case("json"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (provider, otel_error) = if otlp_configured(&env) {
+        match provider(service, &env) {
+            Ok(p) => (Some(p), None),
+            Err(e) => (None, Some(e)),
+        }
+    } else {
+        (None, None)
+    };
+    // Spans at INFO and above are exported whatever RUST_LOG says (it filters log lines only):
+    // ours are INFO; libraries' DEBUG/TRACE spans (h2's frame spans) are left out. Warnings and
+    // errors also become span events.
+    let otel = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("a2a"))
+            .with_level(false)
+            .with_target(false)
+            .with_threads(false)
+            .with_location(false)
+            .with_tracked_inactivity(false)
+            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+                if m.is_span() {
+                    *m.level() <= tracing::Level::INFO
+                } else {
+                    *m.level() <= tracing::Level::WARN
+                }
+            }))
+    });
+    let writer = move || -> Box<dyn std::io::Write> {
+        match log_to {
+            LogTo::Stdout => Box::new(std::io::stdout()),
+            LogTo::Stderr => Box::new(std::io::stderr()),
+        }
+    };
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_target(false)
+        .with_writer(writer);
+    let fmt: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = if json {
+        Box::new(fmt.event_format(JsonLines).with_filter(filter))
+    } else {
+        Box::new(fmt.with_filter(filter))
+    };
+    tracing_subscriber::registry().with(otel).with(fmt).init();
+    if let Some(e) = otel_error {
+        tracing::error!(error = %e, "traces are off: the OTLP exporter could not be built");
+    }
+    if provider.is_some() {
+        ENABLED.store(true, Ordering::Relaxed);
+    }
+    Telemetry { provider }
+}
+
+fn provider(
+    service: &'static str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SdkTracerProvider, String> {
+    use opentelemetry_otlp::{SpanExporter, WithExportConfig};
+    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_else(|| "grpc".into());
+    // The endpoints themselves are read by the exporter builder from the standard variables.
+    let exporter = match protocol.trim() {
+        "grpc" => SpanExporter::builder().with_tonic().build(),
+        "http/protobuf" => SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .build(),
+        other => {
+            return Err(format!(
+                "OTEL_EXPORTER_OTLP_PROTOCOL={other:?} is not supported (grpc or http/protobuf)"
+            ));
+        }
+    }
+    .map_err(|e| e.to_string())?;
+    let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if !named {
+        resource = resource.with_service_name(service);
+    }
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build())
+        .build())
+}
+
+fn propagator() -> &'static TraceContextPropagator {
+    PROPAGATOR.get_or_init(TraceContextPropagator::new)
+}
+
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+struct PairExtractor<'a>(&'a str, Option<&'a str>);
+
+impl Extractor for PairExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        match key {
+            "traceparent" => Some(self.0),
+            "tracestate" => self.1,
+            _ => None,
+        }
+    }
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent", "tracestate"]
+    }
+}
+
+/// The remote parent named by W3C `traceparent`/`tracestate` headers (gRPC metadata arrives as
+/// headers too); an empty context (a new trace) when absent or invalid.
+pub fn extract(headers: &http::HeaderMap) -> opentelemetry::Context {
+    propagator().extract(&HeaderExtractor(headers))
+}
+
+/// The remote parent named by a stored `traceparent` value (e.g. a Redis entry's `tp`).
+pub fn context_from_traceparent(traceparent: &str) -> opentelemetry::Context {
+    propagator().extract(&PairExtractor(traceparent, None))
+}
+
+/// Makes `span` a child of `parent` when `parent` names a valid remote span. Spans built while
+/// tracing is off are disabled; this is then a no-op.
+pub fn set_parent(span: &tracing::Span, parent: opentelemetry::Context) {
+    if parent.span().span_context().is_valid() {
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// Links `span` to `other` (a span that caused it without being its parent).
+pub fn add_link(span: &tracing::Span, other: SpanContext) {
+    span.add_link(other);
+}
+
+/// The span context of `span` (invalid when tracing is off).
+pub fn span_context(span: &tracing::Span) -> SpanContext {
+    span.context().span().span_context().clone()
+}
+
+/// The W3C `traceparent` naming `span`, if it is a real (exported) span.
+pub fn traceparent(span: &tracing::Span) -> Option<String> {
+    let sc = span_context(span);
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
+
+impl Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(k), Ok(v)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(k, v);
+        }
+    }
+}
+
+/// Adds `traceparent` (and `tracestate`) naming `span` to outgoing headers.
+pub fn inject(span: &tracing::Span, headers: &mut http::HeaderMap) {
+    let cx = span.context();
+    if cx.span().span_context().is_valid() {
+        propagator().inject_context(&cx, &mut HeaderInjector(headers));
+    }
+}
+
+/// One JSON object per line: `timestamp`, `level`, `message`, the event's fields, the current
+/// span's name (`span`), and `trace_id`/`span_id` when that span is exported.
+struct JsonLines;
+
+impl<S, N> FormatEvent<S, N> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> fmt::Result {
+        let mut obj = serde_json::Map::new();
+        obj.insert("timestamp".into(), humantime_now().into());
+        obj.insert("level".into(), event.metadata().level().as_str().into());
+        let mut fields = JsonFields(serde_json::Map::new());
+        event.record(&mut fields);
+        if let Some(m) = fields.0.remove("message") {
+            obj.insert("message".into(), m);
+        }
+        obj.append(&mut fields.0);
+        // The event's span: its explicit parent, or the current one.
+        let mut span_id = None;
+        if let Some(span) = ctx.event_scope().and_then(|scope| scope.into_iter().next()) {
+            obj.insert("span".into(), span.name().into());
+            span_id = Some(span.id());
+        }
+        // Its OTel context (none without the OTel layer), looked up with no extension held.
+        if let Some(id) = span_id {
+            let cx = tracing::dispatcher::get_default(|d| {
+                tracing_opentelemetry::get_otel_context(&id, d)
+            });
+            if let Some(cx) = cx {
+                let sc = cx.span().span_context().clone();
+                if sc.is_valid() {
+                    obj.insert("trace_id".into(), sc.trace_id().to_string().into());
+                    obj.insert("span_id".into(), sc.span_id().to_string().into());
+                }
+            }
+        }
+        let line = serde_json::Value::Object(obj).to_string();
+        writeln!(writer, "{line}")
+    }
+}
+
+/// RFC 3339 UTC with microseconds, without a date crate.
+fn humantime_now() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_micros()
+    )
+}
+
+/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+struct JsonFields(serde_json::Map<String, serde_json::Value>);
+
+impl tracing::field::Visit for JsonFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(field.name().into(), format!("{value:?}").into());
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.0.insert(field.name().into(), value.into());
+    }
+    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+        self.0.insert(field.name().into(), value.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn otlp_is_off_unless_an_endpoint_is_set() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        assert!(!otlp_configured(&env(&[])));
+        assert!(otlp_configured(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://127.0.0.1:4317"
+        )])));
+        assert!(otlp_configured(&env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://127.0.0.1:4317"
+        )])));
+        assert!(!otlp_configured(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+            ("OTEL_SDK_DISABLED", "true")
+        ])));
+        assert!(!otlp_configured(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
+            ("OTEL_TRACES_EXPORTER", "none")
+        ])));
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_416), (2025, 11, 24));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn traceparent_pairs_extract() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let cx = context_from_traceparent(tp);
+        let sc = cx.span().span_context().clone();
+        assert!(sc.is_valid() && sc.is_remote());
+        assert_eq!(
+            sc.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(
+            !context_from_traceparent("garbage")
+                .span()
+                .span_context()
+                .is_valid()
+        );
+    }
+}

@@ -1,0 +1,171 @@
+//! An OTLP trace receiver for trace tests: a real tonic server of the OTLP `TraceService`
+//! (the `opentelemetry-proto` types) on a loopback port, keeping every span it receives.
+//! Point a process at it with `OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR` (gRPC, the default).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{AnyValue, any_value::Value as Any};
+use tokio_util::sync::CancellationToken;
+
+/// One received span, flattened.
+#[derive(Debug, Clone)]
+pub struct ReceivedSpan {
+    /// The resource's `service.name`.
+    pub service: String,
+    pub name: String,
+    /// Hex, as in a `traceparent`.
+    pub trace_id: String,
+    pub span_id: String,
+    /// Empty for a root span.
+    pub parent_span_id: String,
+    /// OTLP `SpanKind`: 1 internal, 2 server, 3 client, 4 producer, 5 consumer.
+    pub kind: i32,
+    /// Attribute values as strings (ints and bools printed).
+    pub attributes: HashMap<String, String>,
+    /// Status code: 0 unset, 1 ok, 2 error.
+    pub status: i32,
+}
+
+impl ReceivedSpan {
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+}
+
+#[derive(Clone, Default)]
+struct Sink(Arc<Mutex<Vec<ReceivedSpan>>>);
+
+#[tonic::async_trait]
+impl TraceService for Sink {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut out = Vec::new();
+        for rs in request.into_inner().resource_spans {
+            let service = rs
+                .resource
+                .iter()
+                .flat_map(|r| &r.attributes)
+                .find(|kv| kv.key == "service.name")
+                .and_then(|kv| kv.value.as_ref())
+                .map(text)
+                .unwrap_or_default();
+            for span in rs.scope_spans.into_iter().flat_map(|s| s.spans) {
+                out.push(ReceivedSpan {
+                    service: service.clone(),
+                    name: span.name,
+                    trace_id: hex(&span.trace_id),
+                    span_id: hex(&span.span_id),
+                    parent_span_id: hex(&span.parent_span_id),
+                    kind: span.kind,
+                    attributes: span
+                        .attributes
+                        .iter()
+                        .map(|kv| {
+                            (
+                                kv.key.clone(),
+                                kv.value.as_ref().map(text).unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                    status: span.status.map_or(0, |s| s.code),
+                });
+            }
+        }
+        self.0.lock().unwrap().extend(out);
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn text(v: &AnyValue) -> String {
+    match &v.value {
+        Some(Any::StringValue(s)) => s.clone(),
+        Some(Any::IntValue(i)) => i.to_string(),
+        Some(Any::BoolValue(b)) => b.to_string(),
+        Some(Any::DoubleValue(d)) => d.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The running receiver; stops when dropped.
+pub struct OtlpReceiver {
+    pub addr: SocketAddr,
+    sink: Sink,
+    stop: CancellationToken,
+}
+
+impl OtlpReceiver {
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the OTLP receiver");
+        let addr = listener.local_addr().expect("its address");
+        let sink = Sink::default();
+        let stop = CancellationToken::new();
+        let server = tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(sink.clone()))
+            .serve_with_incoming_shutdown(
+                tonic::transport::server::TcpIncoming::from(listener),
+                stop.clone().cancelled_owned(),
+            );
+        tokio::spawn(server);
+        Self { addr, sink, stop }
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn spans(&self) -> Vec<ReceivedSpan> {
+        self.sink.0.lock().unwrap().clone()
+    }
+
+    /// Waits until `done` holds for the spans received (panics after `patience`, listing them).
+    pub async fn wait_for(
+        &self,
+        patience: Duration,
+        done: impl Fn(&[ReceivedSpan]) -> bool,
+    ) -> Vec<ReceivedSpan> {
+        let deadline = tokio::time::Instant::now() + patience;
+        loop {
+            let spans = self.spans();
+            if done(&spans) {
+                return spans;
+            }
+            if tokio::time::Instant::now() > deadline {
+                let names: Vec<String> = spans
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{}:{} {}<-{}",
+                            s.service, s.name, s.span_id, s.parent_span_id
+                        )
+                    })
+                    .collect();
+                panic!("the expected spans did not arrive within {patience:?}; got {names:#?}");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for OtlpReceiver {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
