@@ -32,6 +32,40 @@ static PROPAGATOR: OnceLock<TraceContextPropagator> = OnceLock::new();
 /// The variable choosing the log format (`json`, or text by default).
 pub const LOG_FORMAT_VAR: &str = "A2A_LOG_FORMAT";
 
+/// The variables of logs and traces, which both binaries read (the README's tables list them
+/// beside each binary's own `ENV_VARS`).
+pub const ENV_VARS: &[(&str, &str)] = &[
+    (
+        "A2A_LOG_FORMAT",
+        "`json` = one JSON object per log line (with trace_id/span_id in a span); default text",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTLP collector (e.g. http://127.0.0.1:4317); unset = no traces (README, Traces)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTLP endpoint for traces only; wins over OTEL_EXPORTER_OTLP_ENDPOINT",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "`grpc` (default) or `http/protobuf`",
+    ),
+    (
+        "OTEL_SERVICE_NAME",
+        "service.name of the spans; default the binary's name",
+    ),
+    (
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "more resource attributes (key=value,...)",
+    ),
+    (
+        "OTEL_TRACES_SAMPLER",
+        "sampler (always_on, parentbased_traceidratio, ...); default parentbased_always_on",
+    ),
+    ("OTEL_TRACES_SAMPLER_ARG", "the sampler's ratio"),
+];
+
 /// Whether traces are exported. Call sites build spans only then.
 #[inline]
 pub fn enabled() -> bool {

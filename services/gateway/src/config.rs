@@ -1,7 +1,8 @@
 //! Configuration: an optional TOML file (`A2A_CONFIG`) and the environment, env winning.
 //! Parsing has no side effects, so tests build a [`Config`] from a map.
 //!
-//! The closed list of environment variables is [`ENV_VARS`]; the README's table mirrors it.
+//! The closed list of environment variables is [`ENV_VARS`] plus the logging and tracing ones
+//! (`a2a_process::telemetry::ENV_VARS`); the README's table mirrors them.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -58,35 +59,6 @@ pub const ENV_VARS: &[(&str, &str)] = &[
          `[kid=]path` of PKCS#8 PEM files, the first signs; default none ([push] signing_keys)",
     ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
-    (
-        "A2A_LOG_FORMAT",
-        "`json` = one JSON object per log line (with trace_id/span_id in a span); default text",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTLP collector (e.g. http://127.0.0.1:4317); unset = no traces (README, Traces)",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTLP endpoint for traces only; wins over OTEL_EXPORTER_OTLP_ENDPOINT",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "`grpc` (default) or `http/protobuf`",
-    ),
-    (
-        "OTEL_SERVICE_NAME",
-        "service.name of the spans; default the binary's name",
-    ),
-    (
-        "OTEL_RESOURCE_ATTRIBUTES",
-        "more resource attributes (key=value,...)",
-    ),
-    (
-        "OTEL_TRACES_SAMPLER",
-        "sampler (always_on, parentbased_traceidratio, ...); default parentbased_always_on",
-    ),
-    ("OTEL_TRACES_SAMPLER_ARG", "the sampler's ratio"),
     (
         "RUST_LOG",
         "log filter (tracing-subscriber syntax); default info",
@@ -685,5 +657,23 @@ mod tests {
         assert_eq!(f.limits.max_body_bytes, 2048);
         assert!(f.extensions[0].required);
         assert_eq!(f.extended_card.unwrap().skills[0].id, "secret");
+    }
+}
+
+#[cfg(test)]
+mod readme {
+    /// The README's configuration table names every variable the gateway reads.
+    #[test]
+    fn the_readme_lists_every_variable() {
+        let readme = include_str!("../../../README.md");
+        for (name, _) in super::ENV_VARS
+            .iter()
+            .chain(a2a_process::telemetry::ENV_VARS)
+        {
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "README misses {name}"
+            );
+        }
     }
 }

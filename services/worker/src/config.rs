@@ -1,5 +1,6 @@
 //! The worker's configuration, from the environment only (tests pass a map to [`WorkerConfig::load`]).
-//! The closed list of variables is [`ENV_VARS`]; the README's table mirrors it.
+//! The closed list of variables is [`ENV_VARS`] plus the logging and tracing ones
+//! (`a2a_process::telemetry::ENV_VARS`); the README's table mirrors them.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -83,35 +84,6 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     ("A2A_MIGRATE", "1 = apply migrations at start; default 0"),
     ("RUST_LOG", "log filter; default info"),
-    (
-        "A2A_LOG_FORMAT",
-        "`json` = one JSON object per log line (with trace_id/span_id in a span); default text",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTLP collector (e.g. http://127.0.0.1:4317); unset = no traces (README, Traces)",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTLP endpoint for traces only; wins over OTEL_EXPORTER_OTLP_ENDPOINT",
-    ),
-    (
-        "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "`grpc` (default) or `http/protobuf`",
-    ),
-    (
-        "OTEL_SERVICE_NAME",
-        "service.name of the spans; default the binary's name",
-    ),
-    (
-        "OTEL_RESOURCE_ATTRIBUTES",
-        "more resource attributes (key=value,...)",
-    ),
-    (
-        "OTEL_TRACES_SAMPLER",
-        "sampler (always_on, parentbased_traceidratio, ...); default parentbased_always_on",
-    ),
-    ("OTEL_TRACES_SAMPLER_ARG", "the sampler's ratio"),
 ];
 
 #[derive(Clone)]
@@ -373,7 +345,10 @@ mod readme {
     #[test]
     fn the_readme_lists_every_variable() {
         let readme = include_str!("../../../README.md");
-        for (name, _) in super::ENV_VARS {
+        for (name, _) in super::ENV_VARS
+            .iter()
+            .chain(a2a_process::telemetry::ENV_VARS)
+        {
             assert!(
                 readme.contains(&format!("| `{name}` |")),
                 "README misses {name}"
