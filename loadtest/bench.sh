@@ -4,9 +4,13 @@
 #   1. GET /healthz          - the raw limit of the HTTP stack in this run (trivial axum route)
 #   2. JSON-RPC SendMessage  - echo agent, in-memory store: a task created, run and completed
 #   3. the same with metrics on: a second gateway with an admin listener (A2A_ADMIN_LISTEN),
-#      its /metrics scraped once a second by curl during the run; rows 2 and 3 alternate
-#      BENCH_METRICS_ROUNDS times (default 2) so that both see the same shared machine
-# and prints req/s, p50, p99, the ratio of (2) to (1) and the cost of metrics (3 vs 2), both in
+#      its /metrics scraped once a second by curl during the run
+#   4. the same with full tracing: a third gateway exporting every span (OTEL_TRACES_SAMPLER
+#      always_on) over OTLP to `a2a-loadtest otlp-sink`, a receiver that only counts them;
+#      rows 2 to 4 alternate BENCH_METRICS_ROUNDS times (default 2) so that all see the same
+#      shared machine
+# and prints req/s, p50, p99, the ratio of (2) to (1) and the costs of metrics (3 vs 2) and of
+# tracing (4 vs 2), both in
 # throughput and in the gateway's own CPU time per request (utime + stime from /proc: steadier
 # than throughput when other work shares the machine). Afterwards
 # it checks that each gateway holds exactly as many tasks as wrk counted successful requests (no
@@ -19,12 +23,15 @@ CONNS=64
 PORT="${BENCH_PORT:-18480}"
 MPORT=$((PORT + 1))      # the gateway with metrics on
 ADMIN=$((PORT + 2))      # its admin listener
+TPORT=$((PORT + 3))      # the gateway with tracing on
+SINK=$((PORT + 4))       # its OTLP receiver
 ROUNDS="${BENCH_METRICS_ROUNDS:-2}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 
 command -v wrk >/dev/null || { echo "bench: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
-[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway
+[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway -p a2a-loadtest
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
+SPANS="${TMPDIR:-/tmp}/bench-spans.$$"
 
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
@@ -32,7 +39,16 @@ RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &
 PIDS+=($!)
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$MPORT" A2A_ADMIN_LISTEN="127.0.0.1:$ADMIN" "$BIN" &
 PIDS+=($!)
-for port in "$PORT" "$MPORT"; do
+"$CARGO_TARGET_DIR/release/a2a-loadtest" otlp-sink "127.0.0.1:$SINK" "$SPANS" >/dev/null &
+PIDS+=($!)
+# The batch processor's standard knobs, sized for this rate (the defaults, a 2,048-span queue
+# exported every 5 s, would drop most spans at thousands of requests a second).
+RUST_LOG=warn A2A_LISTEN="127.0.0.1:$TPORT" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$SINK" \
+  OTEL_TRACES_SAMPLER=always_on OTEL_BSP_MAX_QUEUE_SIZE=262144 OTEL_BSP_SCHEDULE_DELAY=250 \
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE=8192 "$BIN" &
+PIDS+=($!)
+TRACED=${PIDS[3]}
+for port in "$PORT" "$MPORT" "$TPORT"; do
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
   # One checked request before measuring: the benchmark must measure successes.
   curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$port/a2a/jsonrpc" \
@@ -75,7 +91,7 @@ check_tasks() { # port, sends wrk completed
 
 echo "a2a-gateway benchmark: $CONNS connections, $DURATION each, $(nproc) cores, wrk on the same machine" >&2
 read -r RAW _ < <(run "GET /healthz (raw limit)" "http://127.0.0.1:$PORT/healthz")
-OFF=0; ON=0; SENT_OFF=0; SENT_ON=0; SCRAPES=0; CPU_OFF=0; CPU_ON=0
+OFF=0; ON=0; SENT_OFF=0; SENT_ON=0; SCRAPES=0; CPU_OFF=0; CPU_ON=0; TR=0; SENT_TR=0; CPU_TR=0
 for round in $(seq "$ROUNDS"); do
   c0=$(cpu "${PIDS[0]}")
   read -r rps sent < <(run "SendMessage, metrics off" -s loadtest/send-echo.lua "http://127.0.0.1:$PORT/a2a/jsonrpc")
@@ -90,15 +106,28 @@ for round in $(seq "$ROUNDS"); do
   CPU_ON=$((CPU_ON + $(cpu "${PIDS[1]}") - c0))
   SCRAPES=$((SCRAPES + $(wc -l <"${TMPDIR:-/tmp}/bench-scrapes.$$")))
   ON=$(awk -v a="$ON" -v b="$rps" 'BEGIN { print a + b }'); SENT_ON=$((SENT_ON + sent))
+  c0=$(cpu "$TRACED")
+  read -r rps sent < <(run "SendMessage, traces on" -s loadtest/send-echo.lua "http://127.0.0.1:$TPORT/a2a/jsonrpc")
+  CPU_TR=$((CPU_TR + $(cpu "$TRACED") - c0))
+  TR=$(awk -v a="$TR" -v b="$rps" 'BEGIN { print a + b }'); SENT_TR=$((SENT_TR + sent))
 done
 rm -f "${TMPDIR:-/tmp}/bench-scrapes.$$"
 (( SCRAPES > 0 )) || { echo "bench: /metrics was never scraped" >&2; exit 1; }
 check_tasks "$PORT" "$SENT_OFF"
 check_tasks "$MPORT" "$SENT_ON"
+check_tasks "$TPORT" "$SENT_TR"
+sleep 2 # the batch exporter's last export
+EXPORTED=$(cat "$SPANS" 2>/dev/null || echo 0)
+(( EXPORTED > SENT_TR )) || { echo "bench: the tracing gateway exported $EXPORTED spans for $SENT_TR sends" >&2; exit 1; }
+echo "spans received by the OTLP sink: $EXPORTED ($SENT_TR traced sends)" >&2
 awk -v off="$OFF" -v on="$ON" -v r="$RAW" -v n="$ROUNDS" -v s="$SCRAPES" \
-    -v coff="$CPU_OFF" -v con="$CPU_ON" -v soff="$SENT_OFF" -v son="$SENT_ON" -v tick="$TICK" 'BEGIN {
-  uoff = coff / tick / soff * 1e6; uon = con / tick / son * 1e6
+    -v coff="$CPU_OFF" -v con="$CPU_ON" -v soff="$SENT_OFF" -v son="$SENT_ON" -v tick="$TICK" \
+    -v tr="$TR" -v ctr="$CPU_TR" -v str="$SENT_TR" 'BEGIN {
+  uoff = coff / tick / soff * 1e6; uon = con / tick / son * 1e6; utr = ctr / tick / str * 1e6
   printf "SendMessage / raw limit: %.2f (metrics off, mean of %d runs: %.0f req/s)\n", off / n / r, n, off / n
   printf "metrics on, mean of %d runs: %.0f req/s, %d scrapes: cost %.1f%% of throughput\n", n, on / n, s, (1 - on / off) * 100
   printf "gateway CPU per request: %.1f us off, %.1f us on: cost %.1f%%\n", uoff, uon, (uon / uoff - 1) * 100
+  printf "traces on (sampler 1.0), mean of %d runs: %.0f req/s: cost %.1f%% of throughput\n", n, tr / n, (1 - tr / off) * 100
+  printf "gateway CPU per request with traces: %.1f us: cost %.1f%%\n", utr, (utr / uoff - 1) * 100
 }' >&2
+rm -f "$SPANS"

@@ -7,6 +7,7 @@
 //! a2a-loadtest fanout A_URL B_URL RATE SECS      # streaming tasks on A, followed on B
 //! a2a-loadtest idle   A_URL B_URL N B_PID        # N hanging tasks on A, N subscribers on B
 //! a2a-loadtest send   BASE_URL BINDING N SECS    # SendMessage to echo; jsonrpc|rest|grpc, h2c
+//! a2a-loadtest otlp-sink ADDR COUNTFILE          # OTLP receiver that only counts (bench.sh)
 //! ```
 //!
 //! Latencies are measured inside this one process. `raw`: from XADD to XREAD. `fanout`: from
@@ -15,6 +16,8 @@
 //! receives it, on A (the creator's stream) and on B (a subscriber on the other replica); and B's
 //! arrival minus A's arrival of the same event (same task, same SSE id) for every event.
 //! `send`: from sending a request to having its decoded, checked answer.
+
+mod otlp_sink;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -52,6 +55,7 @@ fn main() -> Result<()> {
             "fanout" => fanout(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
             "idle" => idle(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
             "send" => send(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
+            "otlp-sink" => otlp_sink::run(arg(1)?, arg(2)?).await,
             other => bail!("unknown mode {other}"),
         }
     })
