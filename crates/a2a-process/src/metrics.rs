@@ -59,6 +59,35 @@ pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle 
     handle.clone()
 }
 
+/// Whether [`install`] has run in this process: from then on, every handle resolves to the
+/// recorder for good (it cannot be replaced).
+pub fn installed() -> bool {
+    HANDLE.get().is_some()
+}
+
+/// A metric handle of a fixed label set, resolved once: on the hot paths a registry lookup per
+/// sample (building the key, hashing it, allocating its labels) is most of what metrics cost.
+/// Nothing is resolved before [`install`] (the macros are no-ops then, and a no-op handle kept
+/// for good would hide every later sample), so a call before it resolves `None`.
+pub struct Cached<H>(OnceLock<H>);
+
+impl<H> Cached<H> {
+    #[allow(clippy::new_without_default)] // `const`: it lives in statics
+    pub const fn new() -> Self {
+        Self(OnceLock::new())
+    }
+
+    /// The handle, resolved by `resolve` on the first call after [`install`].
+    #[inline]
+    pub fn get(&self, resolve: impl FnOnce() -> H) -> Option<&H> {
+        match self.0.get() {
+            Some(h) => Some(h),
+            None if installed() => Some(self.0.get_or_init(resolve)),
+            None => None,
+        }
+    }
+}
+
 /// The Prometheus text of everything recorded, with the process metrics read just now.
 pub fn render(handle: &PrometheusHandle) -> String {
     process::record();
@@ -109,6 +138,13 @@ mod tests {
             text.contains("a2a_test_seconds_bucket{le=\"0.0005\"} 1"),
             "{text}"
         );
+        static CACHED: super::Cached<metrics::Counter> = super::Cached::new();
+        for _ in 0..3 {
+            let c = CACHED.get(|| metrics::counter!("a2a_test_cached_total", "k" => "v"));
+            c.expect("resolved after install").increment(1);
+        }
+        let text = super::render(&handle);
+        assert!(text.contains("a2a_test_cached_total{k=\"v\"} 3"), "{text}");
         if cfg!(target_os = "linux") {
             assert!(text.contains("process_resident_memory_bytes "), "{text}");
             assert!(text.contains("process_open_fds "), "{text}");

@@ -6,8 +6,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use a2a_process::metrics::Cached;
 use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
+use metrics::Histogram;
 
 use crate::{
     DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PoolStats, PushConfigPage,
@@ -46,9 +48,11 @@ fn span(operation: &'static str) -> tracing::Span {
     )
 }
 
-/// Records one operation and passes its result on.
+/// Records one operation and passes its result on. `ok` is the operation's handle for its usual
+/// outcome, resolved once per call site.
 fn timed<T>(
     operation: &'static str,
+    ok: &Cached<Histogram>,
     started: Instant,
     span: &tracing::Span,
     result: StoreResult<T>,
@@ -63,12 +67,18 @@ fn timed<T>(
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::Internal(_)) => "internal",
     };
-    metrics::histogram!(
-        "a2a_store_operation_duration_seconds",
-        "operation" => operation,
-        "outcome" => outcome,
-    )
-    .record(started.elapsed().as_secs_f64());
+    let seconds = started.elapsed().as_secs_f64();
+    let histogram = |outcome: &'static str| {
+        metrics::histogram!(
+            "a2a_store_operation_duration_seconds",
+            "operation" => operation,
+            "outcome" => outcome,
+        )
+    };
+    match ok.get(|| histogram("ok")) {
+        Some(h) if outcome == "ok" => h.record(seconds),
+        _ => histogram(outcome).record(seconds),
+    }
     if outcome != "ok" {
         span.record("error.type", outcome);
     }
@@ -78,6 +88,7 @@ fn timed<T>(
 /// `self.inner.$method($args)`, timed as `$op`.
 macro_rules! forward {
     ($self:ident, $op:literal, $method:ident($($arg:expr),*)) => {{
+        static OK: Cached<Histogram> = Cached::new();
         let started = Instant::now();
         if $self.traced {
             let span = span($op);
@@ -86,9 +97,9 @@ macro_rules! forward {
                 span.clone(),
             )
             .await;
-            timed($op, started, &span, result)
+            timed($op, &OK, started, &span, result)
         } else {
-            timed($op, started, &tracing::Span::none(), $self.inner.$method($($arg),*).await)
+            timed($op, &OK, started, &tracing::Span::none(), $self.inner.$method($($arg),*).await)
         }
     }};
 }

@@ -3,8 +3,14 @@
 //! things happen (`bindings::pipeline` for requests, the service, the store and the upstream
 //! agents); the README's *Metrics* table is the catalogue.
 
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
+
+use a2a_process::metrics::Cached;
+use a2a_types::v1::TaskState;
 use axum::http::header;
 use axum::response::IntoResponse;
+use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::service::A2aService;
@@ -26,22 +32,63 @@ pub fn scrape(svc: &A2aService, handle: &PrometheusHandle) -> impl IntoResponse 
     )
 }
 
+/// The handles of one agent's turn metrics, resolved once per agent: they are recorded several
+/// times per task. Agents are configured, so the set is closed.
+struct AgentMetrics {
+    created: Counter,
+    turn: Histogram,
+    /// `a2a_task_transitions_total{agent,state}` by the state's number.
+    transitions: [Cached<Counter>; TaskState::AuthRequired as usize + 1],
+    agent: String,
+}
+
+static AGENTS: LazyLock<RwLock<HashMap<String, &'static AgentMetrics>>> =
+    LazyLock::new(Default::default);
+
+/// `agent`'s handles, or `None` while no recorder is installed (metrics are off).
+fn agent_metrics(agent: &str) -> Option<&'static AgentMetrics> {
+    if !a2a_process::metrics::installed() {
+        return None;
+    }
+    if let Some(m) = AGENTS.read().unwrap_or_else(|e| e.into_inner()).get(agent) {
+        return Some(m);
+    }
+    let mut agents = AGENTS.write().unwrap_or_else(|e| e.into_inner());
+    let m = agents.entry(agent.to_owned()).or_insert_with(|| {
+        // Leaked once per configured agent: the handles live as long as the process.
+        Box::leak(Box::new(AgentMetrics {
+            created: metrics::counter!("a2a_tasks_created_total", "agent" => agent.to_owned()),
+            turn: metrics::histogram!("a2a_turn_duration_seconds", "agent" => agent.to_owned()),
+            transitions: [const { Cached::new() }; TaskState::AuthRequired as usize + 1],
+            agent: agent.to_owned(),
+        }))
+    });
+    Some(m)
+}
+
 /// Counts the state changes among `events` just committed for a task of `agent`
 /// (`a2a_task_transitions_total{agent,state}`; the first event of a new task is the task as
 /// created, so SUBMITTED counts too); `created` also counts the task
 /// (`a2a_tasks_created_total{agent}`).
 pub fn committed(agent: &str, created: bool, events: &[a2a_store::StoredEvent]) {
+    let Some(m) = agent_metrics(agent) else {
+        return;
+    };
     if created {
-        metrics::counter!("a2a_tasks_created_total", "agent" => agent.to_owned()).increment(1);
+        m.created.increment(1);
     }
     for e in events {
-        if let Some(state) = a2a_types::state::event_state(&e.event) {
-            metrics::counter!(
-                "a2a_task_transitions_total",
-                "agent" => agent.to_owned(),
-                "state" => state.as_str_name(),
-            )
-            .increment(1);
+        if let Some(state) = a2a_types::state::event_state(&e.event)
+            && let Some(cell) = m.transitions.get(state as usize)
+            && let Some(c) = cell.get(|| {
+                metrics::counter!(
+                    "a2a_task_transitions_total",
+                    "agent" => m.agent.clone(),
+                    "state" => state.as_str_name(),
+                )
+            })
+        {
+            c.increment(1);
         }
     }
 }
@@ -49,14 +96,14 @@ pub fn committed(agent: &str, created: bool, events: &[a2a_store::StoredEvent]) 
 /// Times one turn of `agent`, from its start to its end however it ends
 /// (`a2a_turn_duration_seconds{agent}`).
 pub struct TurnTimer {
-    agent: String,
+    histogram: Option<&'static Histogram>,
     started: std::time::Instant,
 }
 
 impl TurnTimer {
     pub fn start(agent: &str) -> Self {
         Self {
-            agent: agent.to_owned(),
+            histogram: agent_metrics(agent).map(|m| &m.turn),
             started: std::time::Instant::now(),
         }
     }
@@ -64,8 +111,9 @@ impl TurnTimer {
 
 impl Drop for TurnTimer {
     fn drop(&mut self) {
-        metrics::histogram!("a2a_turn_duration_seconds", "agent" => std::mem::take(&mut self.agent))
-            .record(self.started.elapsed().as_secs_f64());
+        if let Some(h) = self.histogram {
+            h.record(self.started.elapsed().as_secs_f64());
+        }
     }
 }
 

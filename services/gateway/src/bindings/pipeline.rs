@@ -18,7 +18,9 @@
 use std::future::Future;
 use std::time::Instant;
 
+use a2a_process::metrics::Cached;
 use a2a_process::telemetry;
+use metrics::{Counter, Histogram};
 use tracing::Instrument;
 use tracing::field::Empty;
 
@@ -45,6 +47,10 @@ impl Binding {
             Binding::Rest => "rest",
             Binding::Grpc => "grpc",
         }
+    }
+
+    fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -103,7 +109,8 @@ impl Refusal {
 /// outcome, because the client went away, is recorded as `canceled`).
 pub struct Call {
     binding: Binding,
-    method: &'static str,
+    /// An index into [`METHODS`], or `METHODS.len()` for [`UNKNOWN_METHOD`].
+    method: usize,
     started: Instant,
     recorded: bool,
     /// The SERVER span (disabled while traces are off).
@@ -116,7 +123,7 @@ impl Call {
     pub fn start(binding: Binding) -> Self {
         Self {
             binding,
-            method: UNKNOWN_METHOD,
+            method: METHODS.len(),
             started: Instant::now(),
             recorded: false,
             span: server_span(binding),
@@ -128,12 +135,11 @@ impl Call {
     pub fn method(&mut self, name: &str) {
         self.method = METHODS
             .iter()
-            .find(|m| **m == name)
-            .copied()
-            .unwrap_or(UNKNOWN_METHOD);
+            .position(|m| *m == name)
+            .unwrap_or(METHODS.len());
         if !self.span.is_disabled() {
-            self.span.record("otel.name", self.method);
-            self.span.record("rpc.method", self.method);
+            self.span.record("otel.name", self.method_name());
+            self.span.record("rpc.method", self.method_name());
         }
     }
 
@@ -271,30 +277,57 @@ impl Call {
             .boxed()
     }
 
+    fn method_name(&self) -> &'static str {
+        METHODS.get(self.method).copied().unwrap_or(UNKNOWN_METHOD)
+    }
+
     fn record(&mut self, outcome: &'static str) {
         self.recorded = true;
         if !self.span.is_disabled() {
             self.end_span(outcome);
         }
+        let elapsed = self.started.elapsed();
         // An access line at debug level, in the call's span (so it carries its trace id).
-        tracing::debug!(parent: &self.span, binding = self.binding.as_str(), method = self.method,
-            outcome, elapsed_ms = self.started.elapsed().as_millis() as u64, "a2a call");
-        let binding = self.binding.as_str();
-        metrics::counter!(
-            "a2a_requests_total",
-            "binding" => binding,
-            "method" => self.method,
-            "outcome" => outcome,
-        )
-        .increment(1);
-        metrics::histogram!(
-            "a2a_request_duration_seconds",
-            "binding" => binding,
-            "method" => self.method,
-        )
-        .record(self.started.elapsed().as_secs_f64());
+        tracing::debug!(parent: &self.span, binding = self.binding.as_str(),
+            method = self.method_name(), outcome, elapsed_ms = elapsed.as_millis() as u64,
+            "a2a call");
+        let (binding, method) = (self.binding.as_str(), self.method_name());
+        let handles = REQUEST_METRICS[self.binding.index()][self.method].get(|| {
+            let ok = metrics::counter!(
+                "a2a_requests_total",
+                "binding" => binding,
+                "method" => method,
+                "outcome" => "ok",
+            );
+            let latency = metrics::histogram!(
+                "a2a_request_duration_seconds",
+                "binding" => binding,
+                "method" => method,
+            );
+            (ok, latency)
+        });
+        let Some((ok, latency)) = handles else {
+            return; // no recorder: metrics are off
+        };
+        if outcome == "ok" {
+            ok.increment(1);
+        } else {
+            metrics::counter!(
+                "a2a_requests_total",
+                "binding" => binding,
+                "method" => method,
+                "outcome" => outcome,
+            )
+            .increment(1);
+        }
+        latency.record(elapsed.as_secs_f64());
     }
 }
+
+/// The request metrics of each binding × method (the `ok` counter and the latency histogram),
+/// resolved once: they are recorded on every call.
+static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; METHODS.len() + 1]; 3] =
+    [const { [const { Cached::new() }; METHODS.len() + 1] }; 3];
 
 impl Call {
     fn end_span(&self, outcome: &'static str) {
