@@ -146,7 +146,11 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
             .with_threads(false)
             .with_location(false)
             .with_tracked_inactivity(false)
-            .with_filter(tracing_subscriber::filter::filter_fn(|m| {
+            // A dynamic filter, asked at every span and event: a static one lets the macros cache
+            // `Interest::always` and skip `enabled()`, and then the per-layer filter state that
+            // sqlx's `log_enabled!` checks leave behind drops the next span from this layer
+            // (tokio-rs/tracing#2519): every span after a query went unexported.
+            .with_filter(tracing_subscriber::filter::dynamic_filter_fn(|m, _| {
                 if m.is_span() {
                     *m.level() <= tracing::Level::INFO
                 } else {

@@ -37,11 +37,11 @@ impl Metered {
     }
 }
 
-/// The span of one store operation.
-fn span(operation: &'static str) -> tracing::Span {
+/// The span of one store operation, named `store <operation>`.
+fn span(operation: &'static str, name: &'static str) -> tracing::Span {
     tracing::info_span!(
         "a2a.store",
-        otel.name = format!("store {operation}"),
+        otel.name = name,
         otel.kind = "client",
         db.operation.name = operation,
         error.type = tracing::field::Empty,
@@ -91,7 +91,7 @@ macro_rules! forward {
         static OK: Cached<Histogram> = Cached::new();
         let started = Instant::now();
         if $self.traced {
-            let span = span($op);
+            let span = span($op, concat!("store ", $op));
             let result = tracing::Instrument::instrument(
                 $self.inner.$method($($arg),*),
                 span.clone(),

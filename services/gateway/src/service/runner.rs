@@ -536,14 +536,24 @@ impl A2aService {
         })
     }
 
-    pub(crate) async fn publish(&self, task_id: &str, seq: u64, event: StreamResponse) {
+    /// Publishes the events of one commit, in order, under one span (a burst of events is one
+    /// write, so it is one publish too).
+    pub(crate) async fn publish(
+        &self,
+        task_id: &str,
+        events: impl IntoIterator<Item = (u64, StreamResponse)>,
+    ) {
+        let mut events = events.into_iter().peekable();
+        let Some(&(first, _)) = events.peek() else {
+            return;
+        };
         let span = if telemetry::enabled() {
             tracing::info_span!(
                 "a2a.bus.publish",
                 otel.name = "publish",
                 otel.kind = "producer",
                 a2a.task_id = task_id,
-                a2a.seq = seq,
+                a2a.seq = first,
             )
         } else {
             tracing::Span::none()
@@ -551,16 +561,21 @@ impl A2aService {
         // Consumers (the push worker) continue the trace from the publish.
         let trace = telemetry::traceparent(&span)
             .or_else(|| TRACEPARENT.try_with(Clone::clone).ok().flatten());
-        let event = BusEvent {
-            task_id: task_id.to_owned(),
-            seq,
-            event: Arc::new(event),
-            trace,
+        let publish = async {
+            for (seq, event) in events {
+                let event = BusEvent {
+                    task_id: task_id.to_owned(),
+                    seq,
+                    event: Arc::new(event),
+                    trace: trace.clone(),
+                };
+                // The event is committed; followers that miss it read it from the log.
+                if let Err(e) = self.inner.bus.publish(event).await {
+                    tracing::warn!(task_id, seq, error = %e, "publish failed; followers will poll the log");
+                }
+            }
         };
-        // The event is committed; followers that miss it read it from the log.
-        if let Err(e) = self.inner.bus.publish(event).instrument(span).await {
-            tracing::warn!(task_id, seq, error = %e, "publish failed; followers will poll the log");
-        }
+        publish.instrument(span).await
     }
 }
 
@@ -722,9 +737,9 @@ impl Runner<'_> {
                 .map_err(|e| store_error(&req.task_id, e))?;
         }
         let last = events.len() as u64;
-        for e in events {
-            self.svc.publish(&req.task_id, e.seq, e.event).await;
-        }
+        self.svc
+            .publish(&req.task_id, events.into_iter().map(|e| (e.seq, e.event)))
+            .await;
         self.current = Some((snapshot, last));
         // The caller starts from the task as created; the later events reach it as events.
         self.announce(&task, 1);
@@ -835,9 +850,9 @@ impl Runner<'_> {
             .map_err(|e| store_error(self.task_id(), e))?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
-        for e in events {
-            self.svc.publish(self.task_id(), e.seq, e.event).await;
-        }
+        self.svc
+            .publish(self.task_id(), events.into_iter().map(|e| (e.seq, e.event)))
+            .await;
         self.current = Some((snapshot, last));
         Ok(())
     }

@@ -186,7 +186,7 @@ impl A2aService {
             };
             match store.append(&req.id, rec.seq, change).await {
                 Ok((stored, task)) => {
-                    self.publish(&req.id, stored.seq, event).await;
+                    self.publish(&req.id, [(stored.seq, event)]).await;
                     return Ok(task);
                 }
                 Err(StoreError::Conflict { .. } | StoreError::Terminal(_)) => continue,

@@ -170,7 +170,10 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
                 && has("upstream-gw", &|s| s.kind == 2)
                 && has("upstream-gw", &|s| s.name == "turn scenario")
                 && count("push deliver") >= hooks
-                && count("publish") >= hooks
+                // Every delivery's publish span has arrived too.
+                && ours.iter().filter(|s| s.name == "push deliver").all(|d| {
+                    ours.iter().any(|p| p.name == "publish" && is_child(d, p))
+                })
         })
         .await;
     let spans: Vec<ReceivedSpan> = spans.into_iter().filter(in_trace).collect();
@@ -437,4 +440,167 @@ async fn upstream_calls_over_grpc_and_rest_carry_the_trace() {
             assert_eq!(up_server.attr("http.response.status_code"), Some("200"));
         }
     }
+}
+
+/// `a2a-worker`, built beside this package's binary by a workspace build (the README's test
+/// command builds every package).
+fn worker_binary() -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_BIN_EXE_a2a-gateway")).with_file_name("a2a-worker");
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace (cargo build -p a2a-worker) first",
+        path.display()
+    );
+    path
+}
+
+/// The deployed shape: a gateway on PostgreSQL and Redis with an upstream agent, and an
+/// `a2a-worker` process delivering the push. One trace runs client → gateway → upstream, and
+/// gateway → Redis (the entry's `tp`) → worker → webhook.
+#[tokio::test]
+async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let otlp = OtlpReceiver::start().await;
+    let webhook = Receiver::start().await;
+    let key = Command::new(worker_binary())
+        .arg("keygen")
+        .output()
+        .unwrap();
+    assert!(key.status.success());
+    let key_path = std::env::temp_dir().join(format!("a2a-traces-{}.pem", uuid::Uuid::new_v4()));
+    std::fs::write(&key_path, &key.stdout).unwrap();
+    let keys = format!("k1={}", key_path.display());
+    let upstream = Gateway::start("upstream-gw", &otlp, "default_agent = \"scenario\"\n", &[]);
+    let front_toml = format!(
+        "[[agents]]\nname = \"up\"\ncard_url = \"{}\"\nhealth_interval_secs = 1\n\
+         [database]\nmigrate = true\n",
+        upstream.url
+    );
+    let shared = [
+        ("A2A_DATABASE_URL", db.url()),
+        ("A2A_REDIS_URL", redis.url()),
+        ("A2A_REDIS_PREFIX", redis.prefix()),
+        ("A2A_PUSH_SIGNING_KEYS", keys.as_str()),
+        ("A2A_PUSH_ALLOWED_HOSTS", "127.0.0.1"),
+    ];
+    let front = Gateway::start("front-gw", &otlp, &front_toml, &shared);
+    let mut worker = Command::new(worker_binary());
+    worker
+        .env_clear()
+        .envs(shared)
+        .env("A2A_PUBLIC_URL", &front.url)
+        .env("A2A_WORKER_LISTEN", "127.0.0.1:0")
+        .env("RUST_LOG", "warn,a2a_worker=info")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let (mut worker, _) = a2a_testing::spawn_listening(worker, "worker");
+
+    let resp = reqwest::Client::new()
+        .post(format!("{}/a2a/jsonrpc", front.url))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .header("accept", "text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"tenant": "up",
+                       "message": script_message(json!({"chunks": 2})),
+                       "configuration": {"taskPushNotificationConfig":
+                           {"url": webhook.url("/hook")}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let events = SseStream::new(resp).collect().await;
+    let last: &Value = &events.last().unwrap().data;
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
+    // The task, working, two chunks, completed: every event reaches the webhook.
+    webhook
+        .wait_for(Duration::from_secs(30), |r| {
+            r.iter()
+                .any(|r| r.json.to_string().contains("TASK_STATE_COMPLETED"))
+        })
+        .await;
+    let hooks = webhook.requests();
+    let spans = otlp
+        .wait_for(Duration::from_secs(20), |spans| {
+            let ours: Vec<_> = spans
+                .iter()
+                .filter(|s| s.trace_id == CLIENT_TRACE)
+                .collect();
+            let delivers: Vec<_> = ours
+                .iter()
+                .filter(|s| s.service == "a2a-worker" && s.name == "push deliver")
+                .collect();
+            delivers.len() >= hooks.len()
+                && delivers.iter().all(|d| {
+                    ours.iter()
+                        .any(|p| p.service == "front-gw" && p.name == "publish" && is_child(d, p))
+                })
+                && ours
+                    .iter()
+                    .any(|s| s.service == "upstream-gw" && s.kind == 2)
+                && ours
+                    .iter()
+                    .any(|s| s.service == "front-gw" && s.name == "turn up")
+        })
+        .await;
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let _ = std::fs::remove_file(&key_path);
+    let spans: Vec<ReceivedSpan> = spans
+        .into_iter()
+        .filter(|s| s.trace_id == CLIENT_TRACE)
+        .collect();
+
+    // Client → front gateway → upstream agent, one trace.
+    let server = one(&spans, "front SERVER span", |s| {
+        s.service == "front-gw" && s.kind == 2
+    });
+    assert_eq!(server.parent_span_id, CLIENT_SPAN);
+    let turn = one(&spans, "front turn", |s| {
+        s.service == "front-gw" && s.name == "turn up"
+    });
+    assert!(is_child(turn, server));
+    let call = one(&spans, "upstream CLIENT span", |s| {
+        s.service == "front-gw" && s.kind == 3 && s.name == "SendStreamingMessage"
+    });
+    assert!(is_child(call, turn));
+    let up_server = one(&spans, "upstream SERVER span", |s| {
+        s.service == "upstream-gw" && s.kind == 2
+    });
+    assert!(is_child(up_server, call));
+    // Front gateway → Redis → worker → webhook: each delivery attempt is a span of the worker,
+    // child of the publish (in the turn) whose Redis entry carried it, and the webhook got it.
+    let publishes: Vec<_> = spans
+        .iter()
+        .filter(|s| s.service == "front-gw" && s.name == "publish")
+        .collect();
+    assert!(!publishes.is_empty() && publishes.iter().all(|p| is_child(p, turn)));
+    let delivers: Vec<_> = spans
+        .iter()
+        .filter(|s| s.service == "a2a-worker" && s.name == "push deliver")
+        .collect();
+    assert!(delivers.len() >= hooks.len(), "{delivers:#?}");
+    for d in &delivers {
+        assert!(publishes.iter().any(|p| is_child(d, p)), "{d:#?}");
+        assert_eq!(d.kind, 3, "CLIENT");
+    }
+    for r in &hooks {
+        let tp = r.headers["traceparent"].to_str().unwrap().to_owned();
+        let parts: Vec<&str> = tp.split('-').collect();
+        assert_eq!(parts[1], CLIENT_TRACE, "{tp}");
+        assert!(
+            delivers.iter().any(|d| d.span_id == parts[2]),
+            "the webhook's parent {tp} is a worker delivery span"
+        );
+    }
+    // Nothing of the gateway's own delivery: in this shape the worker delivers.
+    assert!(
+        !spans
+            .iter()
+            .any(|s| s.service == "front-gw" && s.name == "push deliver")
+    );
 }
