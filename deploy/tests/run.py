@@ -112,6 +112,11 @@ class Stack:
                 with urllib.request.urlopen(url, timeout=2) as r:
                     if r.status == 200:
                         return
+            except urllib.error.HTTPError as e:
+                # 503 is "not ready yet"; 404 means the path is wrong and will not become right.
+                if e.code == 404:
+                    raise AssertionError(f"{name}: {url} does not exist (404):\n{self.tail(name)}")
+                last = e
             except (urllib.error.URLError, OSError) as e:
                 last = e
             time.sleep(0.2)

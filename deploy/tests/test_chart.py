@@ -138,6 +138,14 @@ def test_workloads_follow_the_contracts(values_path):
     assert chart.one(docs, "PodDisruptionBudget")
 
 
+def test_the_test_agent_is_off_by_default():
+    values = chart.values_file(chart.CHART / "values.yaml")
+    assert values["config"]["builtinAgents"] == ["echo"]
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/default-values.yaml")))
+    toml = chart.one(docs, "ConfigMap")["data"]["gateway.toml"]
+    assert 'builtin_agents = ["echo"]' in toml.splitlines()
+
+
 def test_config_change_rolls_the_pods():
     values = chart.values_file(chart.CHART / "ci/default-values.yaml")
     def checksum(v):

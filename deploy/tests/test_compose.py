@@ -114,6 +114,11 @@ def test_ports_and_paths_of_checks_and_scrapes_exist(cfg):
     assert otel["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(":4317")
 
 
+def test_the_test_agent_is_off():
+    toml = tomllib.loads((ROOT / "deploy/compose/gateway.toml").read_text())
+    assert toml["builtin_agents"] == ["echo"]
+
+
 def test_stop_grace_exceeds_the_drain_bound(cfg):
     toml = tomllib.loads((ROOT / "deploy/compose/gateway.toml").read_text())
     drain = toml["limits"]["drain_timeout_secs"]
