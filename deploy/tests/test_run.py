@@ -85,8 +85,15 @@ def check_metrics(gateways: list[run.Proc], admin: int, worker: run.Proc, worker
     assert 'a2a_worker_deliveries_total{outcome="delivered"}' in text
 
 
-def stop_gracefully(stack: run.Stack, procs: list[run.Proc]):
-    for p in procs:
+def stop_gracefully(stack: run.Stack, lb: int, gateways: list[run.Proc], worker: run.Proc):
+    """SIGTERM one replica: it exits 0, and the balancer keeps serving from the other one at
+    once (haproxy redispatches what the stopped one refuses). Then the rest, each exiting 0."""
+    first, *rest = gateways
+    assert stack.terminate(first.name, timeout=40) == 0, f"{first.name}:\n{stack.tail(first.name)}"
+    for _ in range(6):
+        result, replica = smoke.jsonrpc(lb, "SendMessage", {"message": smoke.message("after a replica stopped")})
+        assert result["task"]["status"]["state"] == "TASK_STATE_COMPLETED" and replica != "gw1", replica
+    for p in rest + [worker]:
         assert stack.terminate(p.name, timeout=40) == 0, f"{p.name} did not exit 0 after SIGTERM:\n{stack.tail(p.name)}"
 
 
@@ -155,7 +162,7 @@ def test_compose_stack_runs(tmp_path, database, stack):
     seen = smoke.sequence(lb, kid="push")
     print("compose smoke:", seen)
     check_metrics(gateways, admin, worker, worker_port)
-    stop_gracefully(stack, gateways + [worker])
+    stop_gracefully(stack, lb, gateways, worker)
 
 
 def secret_data(docs: list[dict]) -> dict[str, dict[str, str]]:
@@ -245,7 +252,7 @@ def test_chart_runs(tmp_path, database, stack):
         seen = smoke.sequence(lb, kid=values["push"]["signingKeys"]["kids"][0])
         print("chart smoke:", seen)
         check_metrics(gateways, admin, worker, wport)
-        stop_gracefully(stack, gateways + [worker])
+        stop_gracefully(stack, lb, gateways, worker)
     finally:
         keys = subprocess.run(["redis-cli", "-u", REDIS_URL, "--scan", "--pattern", f"{prefix}*"],
                               capture_output=True, text=True, timeout=30).stdout.split()
