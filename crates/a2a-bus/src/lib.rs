@@ -73,4 +73,10 @@ pub trait EventBus: Send + Sync + 'static {
     /// Control messages sent from now on, by any process. Best effort: a listener that falls
     /// behind loses messages, and the sender falls back when nobody acts (see CancelTask).
     fn control(&self) -> BoxStream<'static, Control>;
+
+    /// Whether publishing crosses the network (Redis): then a publish is worth a trace span;
+    /// in process it is a channel send.
+    fn is_remote(&self) -> bool {
+        false
+    }
 }

@@ -43,6 +43,10 @@ impl EventBus for Tapped {
     fn control(&self) -> BoxStream<'static, Control> {
         self.inner.control()
     }
+
+    fn is_remote(&self) -> bool {
+        self.inner.is_remote()
+    }
 }
 
 #[cfg(test)]

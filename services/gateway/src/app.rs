@@ -73,10 +73,11 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     if let Some(name) = &config.file.default_agent {
         agents.set_default(name)?;
     }
-    // Every store operation is timed (`a2a_store_operation_duration_seconds`).
-    // With traces on, each is also a span.
-    let store: Arc<dyn TaskStore> =
-        Arc::new(a2a_store::Metered::new(store).traced(a2a_process::telemetry::enabled()));
+    // Every store operation is timed (`a2a_store_operation_duration_seconds`). With traces on,
+    // each PostgreSQL operation is also a span (in memory, one takes microseconds: a span
+    // would cost more than the operation).
+    let traced = a2a_process::telemetry::enabled() && config.database_url.is_some();
+    let store: Arc<dyn TaskStore> = Arc::new(a2a_store::Metered::new(store).traced(traced));
     let svc = A2aService::new(
         store,
         bus,

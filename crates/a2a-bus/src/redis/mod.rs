@@ -307,6 +307,10 @@ impl EventBus for RedisEventBus {
             .boxed())
     }
 
+    fn is_remote(&self) -> bool {
+        true
+    }
+
     async fn send_control(&self, control: Control) -> Result<(), BusError> {
         let Control::Cancel { task_id } = control;
         let mut conn = self.conn().await?;

@@ -547,7 +547,9 @@ impl A2aService {
         let Some(&(first, _)) = events.peek() else {
             return;
         };
-        let span = if telemetry::enabled() {
+        // In process, a publish is a channel send: not worth a span (the events carry the
+        // turn's context instead).
+        let span = if telemetry::enabled() && self.inner.bus.is_remote() {
             tracing::info_span!(
                 "a2a.bus.publish",
                 otel.name = "publish",

@@ -166,14 +166,9 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
                 && has("front-gw", &|s| {
                     s.kind == 3 && s.name == "SendStreamingMessage"
                 })
-                && has("front-gw", &|s| s.name == "store create")
                 && has("upstream-gw", &|s| s.kind == 2)
                 && has("upstream-gw", &|s| s.name == "turn scenario")
                 && count("push deliver") >= hooks
-                // Every delivery's publish span has arrived too.
-                && ours.iter().filter(|s| s.name == "push deliver").all(|d| {
-                    ours.iter().any(|p| p.name == "publish" && is_child(d, p))
-                })
         })
         .await;
     let spans: Vec<ReceivedSpan> = spans.into_iter().filter(in_trace).collect();
@@ -217,33 +212,25 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
     });
     assert!(is_child(up_turn, up_server));
 
-    // The store writes and bus publishes of the turn are its children.
-    let writes: Vec<_> = spans
-        .iter()
-        .filter(|s| s.service == "front-gw" && s.name.starts_with("store ") && is_child(s, turn))
-        .collect();
+    // In process, store operations and publishes are not spans (microseconds each; the
+    // deployed-shape test below sees them on PostgreSQL and Redis).
     assert!(
-        writes.iter().any(|s| s.name == "store create"),
-        "{writes:#?}"
+        !spans
+            .iter()
+            .any(|s| s.service == "front-gw"
+                && (s.name.starts_with("store ") || s.name == "publish")),
+        "{spans:#?}"
     );
-    let publishes: Vec<_> = spans
-        .iter()
-        .filter(|s| s.service == "front-gw" && s.name == "publish")
-        .collect();
-    assert!(!publishes.is_empty() && publishes.iter().all(|p| is_child(p, turn)));
 
     // Push delivery (the embedded gateway runs the worker's pipeline): each attempt is a child
-    // of the publish of its event, and the webhook got that attempt's traceparent.
+    // of the turn whose event it delivers, and the webhook got that attempt's traceparent.
     let delivers: Vec<_> = spans
         .iter()
         .filter(|s| s.service == "front-gw" && s.name == "push deliver")
         .collect();
     assert!(!delivers.is_empty());
     for d in &delivers {
-        assert!(
-            publishes.iter().any(|p| is_child(d, p)),
-            "{d:#?} under one of {publishes:#?}"
-        );
+        assert!(is_child(d, turn), "{d:#?} under {turn:#?}");
         assert_eq!(d.attr("a2a.task_id"), Some(task_id.as_str()));
         assert_eq!(d.attr("http.response.status_code"), Some("200"));
     }
@@ -579,6 +566,12 @@ async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
         .filter(|s| s.service == "front-gw" && s.name == "publish")
         .collect();
     assert!(!publishes.is_empty() && publishes.iter().all(|p| is_child(p, turn)));
+    // Each PostgreSQL operation of the turn is a CLIENT span under it.
+    let create = one(&spans, "store create", |s| {
+        s.service == "front-gw" && s.name == "store create"
+    });
+    assert!(is_child(create, turn));
+    assert_eq!(create.attr("db.operation.name"), Some("create"));
     let delivers: Vec<_> = spans
         .iter()
         .filter(|s| s.service == "a2a-worker" && s.name == "push deliver")
