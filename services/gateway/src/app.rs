@@ -275,6 +275,10 @@ async fn jwks(State(svc): State<A2aService>) -> impl IntoResponse {
 }
 
 async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
+    // Draining: a balancer that checks on a kept-alive connection stops sending new work here.
+    if svc.shutdown_token().is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining");
+    }
     match svc.store().ping().await {
         Ok(()) => (StatusCode::OK, "ready"),
         Err(e) => {

@@ -147,7 +147,13 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
         };
         let addr = listener.local_addr().map_or(admin, |a| a);
         tracing::info!("admin listener on http://{addr} (/metrics, /healthz, /readyz)");
-        tokio::spawn(app::serve_admin(listener, svc.clone(), shutdown.clone()));
+        // Not stopped by the shutdown: it serves through the drain (the drain's metrics, and
+        // `/readyz` answering 503 `draining`) and ends with the process.
+        tokio::spawn(app::serve_admin(
+            listener,
+            svc.clone(),
+            CancellationToken::new(),
+        ));
     }
     tokio::spawn(a2a_process::shutdown_on_signal(
         shutdown.clone(),

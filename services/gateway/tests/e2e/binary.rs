@@ -114,17 +114,30 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("a2a-binary-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("gateway.toml");
-    std::fs::write(&config, "[limits]\ndrain_timeout_secs = 1\n").unwrap();
-    let (mut proc_, line) = spawn(&[
-        ("A2A_LISTEN", "127.0.0.1:0"),
-        ("A2A_CONFIG", config.to_str().unwrap()),
-    ]);
+    std::fs::write(&config, "[limits]\ndrain_timeout_secs = 2\n").unwrap();
+    let (mut proc_, lines) = spawn_lines(
+        &[
+            ("A2A_LISTEN", "127.0.0.1:0"),
+            ("A2A_ADMIN_LISTEN", "127.0.0.1:0"),
+            ("A2A_CONFIG", config.to_str().unwrap()),
+        ],
+        2,
+    );
+    let line = &lines[0];
+    let admin = listening_addr(&lines[1]);
     assert!(
         line.contains("embedded"),
         "the log line names the mode: {line}"
     );
-    let addr = listening_addr(&line);
+    let addr = listening_addr(line);
     let client = reqwest::Client::new();
+    let ready = |client: &reqwest::Client| {
+        client
+            .get(format!("http://{admin}/readyz"))
+            .timeout(Duration::from_secs(2))
+            .send()
+    };
+    assert_eq!(ready(&client).await.unwrap().status(), 200);
     let url = |p: &str| format!("http://{addr}{p}");
 
     let card: serde_json::Value = client
@@ -168,6 +181,17 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     let pid = proc_.0.id().to_string();
     let status = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(status.success());
+    // While it drains (the hanging turn holds it), the admin listener still answers: not ready.
+    let mut draining = None;
+    for _ in 0..20 {
+        let resp = ready(&client).await.unwrap();
+        if resp.status() == 503 {
+            draining = Some(resp.text().await.unwrap());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(draining.as_deref(), Some("draining"));
     // The open stream ends cleanly rather than hanging the shutdown.
     let rest = tokio::time::timeout(Duration::from_secs(10), stream.collect()).await;
     assert!(rest.is_ok(), "the stream closes on shutdown");
