@@ -258,6 +258,11 @@ pub trait TaskStore: Send + Sync + 'static {
         after_seq: u64,
     ) -> StoreResult<Vec<StoredEvent>>;
 
+    /// The sequence number of the last event of each of `task_ids` that exists, whoever owns
+    /// it: one read for many followers' safety net (a follower re-reads its log only when the
+    /// log has moved past what it has).
+    async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>>;
+
     /// Creates or replaces (same task and id) a push config of `owner`'s task.
     async fn put_push_config(
         &self,

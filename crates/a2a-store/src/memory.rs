@@ -299,6 +299,17 @@ impl TaskStore for MemoryTaskStore {
         })
     }
 
+    async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        let inner = self.inner.read().map_err(poisoned)?;
+        Ok(task_ids
+            .iter()
+            .filter_map(|id| {
+                let entry = inner.tasks.get(id.as_str())?;
+                Some((id.clone(), entry.events.len() as u64))
+            })
+            .collect())
+    }
+
     async fn events_after(
         &self,
         owner: &str,

@@ -136,6 +136,10 @@ impl TaskStore for Metered {
         forward!(self, "list", list(owner, query))
     }
 
+    async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        forward!(self, "last_seqs", last_seqs(task_ids))
+    }
+
     async fn events_after(
         &self,
         owner: &str,

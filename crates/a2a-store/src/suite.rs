@@ -27,7 +27,8 @@ macro_rules! store_conformance_suite {
             list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
             dispatch_marks_tell_queued_from_sent,
             idempotency_keys_are_per_owner_and_first_wins,
-            expired_idempotency_keys_are_free_and_purged, changes_commit_together);
+            expired_idempotency_keys_are_free_and_purged, changes_commit_together,
+            last_seqs_report_each_existing_task);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -281,6 +282,28 @@ pub async fn events_replay_in_order(store: &dyn TaskStore) {
         5,
         "append extends the artifact"
     );
+}
+
+pub async fn last_seqs_report_each_existing_task(store: &dyn TaskStore) {
+    store
+        .create(new_task("alice", "t1", "c1", 1_000))
+        .await
+        .unwrap();
+    store
+        .create(new_task("bob", "t2", "c2", 1_000))
+        .await
+        .unwrap();
+    let (ev, _) = store
+        .append("t2", 1, status("t2", TaskState::Working, 2_000))
+        .await
+        .unwrap();
+    assert_eq!(ev.seq, 2);
+    let ids = ["t1", "t2", "missing"].map(String::from);
+    let mut last = store.last_seqs(&ids).await.unwrap();
+    last.sort();
+    // Whoever owns them (the followers' safety net is the process's, not a caller's).
+    assert_eq!(last, vec![("t1".to_owned(), 1), ("t2".to_owned(), 2)]);
+    assert!(store.last_seqs(&[]).await.unwrap().is_empty());
 }
 
 pub async fn history_is_trimmed(store: &dyn TaskStore) {

@@ -68,6 +68,9 @@ impl TaskStore for TestStore {
     async fn events_after(&self, o: &str, id: &str, s: u64) -> StoreResult<Vec<StoredEvent>> {
         self.store.events_after(o, id, s).await
     }
+    async fn last_seqs(&self, ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        self.store.last_seqs(ids).await
+    }
     async fn put_push_config(
         &self,
         o: &str,

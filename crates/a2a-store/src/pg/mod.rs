@@ -308,6 +308,10 @@ impl TaskStore for PgTaskStore {
         read::list(&self.pool, owner, query).await
     }
 
+    async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        read::last_seqs(&self.pool, task_ids).await
+    }
+
     async fn events_after(
         &self,
         owner: &str,

@@ -225,6 +225,23 @@ pub(super) async fn list(pool: &PgPool, owner: &str, q: &ListQuery) -> StoreResu
 }
 
 /// The events of `owner`'s task after `after_seq`; NotFound when the task is not `owner`'s.
+pub(super) async fn last_seqs(
+    pool: &PgPool,
+    task_ids: &[String],
+) -> StoreResult<Vec<(String, u64)>> {
+    // One index lookup per id, on the primary key.
+    const SQL: &str = "SELECT id, seq FROM tasks WHERE id = ANY($1)";
+    let rows: Vec<(String, i64)> = sqlx::query_as(SQL)
+        .bind(task_ids)
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(|(id, seq)| (id, u64::try_from(seq).unwrap_or_default()))
+        .collect())
+}
+
 pub(super) async fn events_after(
     pool: &PgPool,
     owner: &str,

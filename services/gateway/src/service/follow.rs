@@ -1,11 +1,12 @@
 //! Following a task: the one mechanism behind blocking sends, SendStreamingMessage,
 //! SubscribeToTask and cancel. The caller subscribes to the bus *before* it reads the snapshot it
 //! starts from, then takes bus events with the next expected sequence number; a gap, a lag
-//! notice or a quiet bus makes it re-read the store's event log, so a follower never skips,
-//! repeats or reorders an event, whichever process wrote it.
+//! notice, a closed subscription or the process's safety net ([`super::watch`]: the log has
+//! moved past the follower while the bus said nothing) makes it re-read the store's event log,
+//! so a follower never skips, repeats or reorders an event, whichever process wrote it. A quiet
+//! follower on a healthy bus reads nothing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use a2a_bus::BusItem;
 use a2a_store::TaskStore;
@@ -16,11 +17,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use tokio_util::sync::CancellationToken;
 
+use super::watch::Watch;
 use super::{EventStream, SeqEvent, store_error};
-
-/// How often a follower re-reads the event log when the bus has said nothing. The bus normally
-/// delivers first; this bounds the delay if a publish was lost.
-const POLL_INTERVAL: Duration = Duration::from_secs(2);
 
 pub(crate) struct Follow {
     pub store: Arc<dyn TaskStore>,
@@ -30,6 +28,8 @@ pub(crate) struct Follow {
     /// Sequence number of the snapshot the follower already has.
     pub after_seq: u64,
     pub shutdown: CancellationToken,
+    /// The process's safety net for lost publishes.
+    pub watch: Watch,
 }
 
 /// Whether `ev` moves the task into a state that `ends` says closes the stream.
@@ -60,13 +60,11 @@ impl Follow {
             task_id,
             after_seq,
             shutdown,
+            watch,
         } = self;
         let stream = async_stream::stream! {
             let mut next = after_seq + 1;
-            let mut poll = tokio::time::interval_at(
-                tokio::time::Instant::now() + POLL_INTERVAL,
-                POLL_INTERVAL,
-            );
+            let watched = watch.register(&task_id, next);
             'follow: loop {
                 tokio::select! {
                     biased;
@@ -75,6 +73,7 @@ impl Follow {
                         Some(BusItem::Event(ev)) if ev.seq < next => continue 'follow,
                         Some(BusItem::Event(ev)) if ev.seq == next => {
                             next += 1;
+                            watched.waiting_for(next);
                             let ev = SeqEvent { seq: Some(ev.seq), event: (*ev.event).clone() };
                             let done = ends_with(&ev, ends);
                             yield Ok(ev);
@@ -85,15 +84,17 @@ impl Follow {
                         }
                         // A gap or a lag: the log has what the bus did not deliver.
                         Some(_) => {}
-                        // The bus closed this subscription; keep following the log by polling.
+                        // The bus closed this subscription: read the log now, then follow it
+                        // through the safety net alone.
                         None => bus = futures::stream::pending().boxed(),
                     },
-                    _ = poll.tick() => {}
+                    _ = watched.behind() => {}
                 }
                 match store.events_after(&owner, &task_id, next - 1).await {
                     Ok(events) => {
                         for e in events {
                             next = e.seq + 1;
+                            watched.waiting_for(next);
                             let ev = SeqEvent { seq: Some(e.seq), event: e.event };
                             let done = ends_with(&ev, ends);
                             yield Ok(ev);

@@ -14,6 +14,7 @@ mod runner;
 mod takeover;
 mod tasks;
 mod validate;
+mod watch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -122,6 +123,8 @@ struct Inner {
     push_policy: a2a_push::AddressPolicy,
     /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
     jwks: bytes::Bytes,
+    /// The followers' safety net for lost publishes.
+    watch: watch::Watch,
 }
 
 impl A2aService {
@@ -158,8 +161,12 @@ impl A2aService {
                 shutdown,
                 push_policy,
                 jwks,
+                watch: watch::Watch::default(),
             }),
         };
+        svc.inner
+            .watch
+            .run(svc.inner.store.clone(), svc.inner.shutdown.clone());
         svc.listen_for_control();
         svc.sweep_expired_keys();
         svc.rebuild_cards_on_change();

@@ -522,6 +522,7 @@ impl A2aService {
             task_id: task_id.to_owned(),
             after_seq,
             shutdown: self.inner.shutdown.clone(),
+            watch: self.inner.watch.clone(),
         }
         .into_stream()
     }

@@ -156,6 +156,7 @@ impl A2aService {
                     task_id: req.id.clone(),
                     after_seq: rec.seq,
                     shutdown: self.inner.shutdown.clone(),
+                    watch: self.inner.watch.clone(),
                 }
                 .into_stream();
                 if let Ok(result) = tokio::time::timeout(wait, settle(&mut task, events)).await {
@@ -248,6 +249,7 @@ impl A2aService {
             task_id: req.id,
             after_seq: rec.seq,
             shutdown: self.inner.shutdown.clone(),
+            watch: self.inner.watch.clone(),
         }
         .until_terminal();
         Ok(head
@@ -311,6 +313,7 @@ impl A2aService {
             task_id,
             after_seq: last,
             shutdown: self.inner.shutdown.clone(),
+            watch: self.inner.watch.clone(),
         }
         .until_terminal();
         Ok(futures::stream::iter(replay).chain(tail).boxed())

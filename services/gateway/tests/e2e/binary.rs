@@ -18,11 +18,6 @@ impl Drop for Process {
     }
 }
 
-fn spawn(envs: &[(&str, &str)]) -> (Process, String) {
-    let (process, mut lines) = spawn_lines(envs, 1);
-    (process, lines.remove(0))
-}
-
 /// The process and its first `n` log lines.
 fn spawn_lines(envs: &[(&str, &str)], n: usize) -> (Process, Vec<String>) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
