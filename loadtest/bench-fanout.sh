@@ -6,7 +6,8 @@
 #      subscriber on B; latency from A's own stream delivering event n (it does so once the event
 #      is committed) to B's subscriber delivering event n
 #   3. idle: N hanging tasks, each with one SSE subscriber on B (one HTTP/1.1 connection each);
-#      B's RSS, and CancelTask on A -> CANCELED on B among all those open streams
+#      B's RSS, the database transactions per second while they idle 10 s (pg_stat_database),
+#      and CancelTask on A -> CANCELED on B among all those open streams
 # The load generator is loadtest/fanout (binary a2a-loadtest).
 # Usage: loadtest/bench-fanout.sh [seconds, default 10] [idle subscribers, default 10000]
 #   BENCH_PG_ADMIN_URL  (default postgres://postgres@127.0.0.1:5432/postgres): the script creates
@@ -66,4 +67,4 @@ B_PID=${PIDS[1]}
 echo "cross-replica fan-out: $(nproc) cores; PostgreSQL, Redis, both gateways and the load generator on this machine" >&2
 "$LOAD" raw "$REDIS_URL" 1000 "$SECS"
 "$LOAD" fanout "http://127.0.0.1:$P_A" "http://127.0.0.1:$P_B" 1000 "$SECS"
-"$LOAD" idle "http://127.0.0.1:$P_A" "http://127.0.0.1:$P_B" "$IDLE" "$B_PID"
+"$LOAD" idle "http://127.0.0.1:$P_A" "http://127.0.0.1:$P_B" "$IDLE" "$B_PID" "$DB_URL"

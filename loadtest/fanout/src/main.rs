@@ -5,7 +5,8 @@
 //! ```text
 //! a2a-loadtest raw    REDIS_URL RATE SECS        # XADD on one connection -> XREAD on another
 //! a2a-loadtest fanout A_URL B_URL RATE SECS      # streaming tasks on A, followed on B
-//! a2a-loadtest idle   A_URL B_URL N B_PID        # N hanging tasks on A, N subscribers on B
+//! a2a-loadtest idle   A_URL B_URL N B_PID [DB_URL] # N hanging tasks on A, N subscribers on B;
+//!                                                # with DB_URL, the database's reads while idle
 //! a2a-loadtest send   BASE_URL BINDING N SECS    # SendMessage to echo; jsonrpc|rest|grpc, h2c
 //! a2a-loadtest otlp-sink ADDR COUNTFILE          # OTLP receiver that only counts (bench.sh)
 //! ```
@@ -53,7 +54,10 @@ fn main() -> Result<()> {
         match mode {
             "raw" => raw(arg(1)?, arg(2)?.parse()?, arg(3)?.parse()?).await,
             "fanout" => fanout(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
-            "idle" => idle(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
+            "idle" => {
+                let db = args.get(5).map(String::as_str);
+                idle(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?, db).await
+            }
             "send" => send(arg(1)?, arg(2)?, arg(3)?.parse()?, arg(4)?.parse()?).await,
             "otlp-sink" => otlp_sink::run(arg(1)?, arg(2)?).await,
             other => bail!("unknown mode {other}"),
@@ -329,7 +333,19 @@ fn rss_kib(pid: u32) -> Result<u64> {
 
 /// N tasks that wait for ever (created on A), each with one SSE subscriber on B; B's RSS before
 /// and after; then, among all those open streams, how fast a cancel on A reaches B.
-async fn idle(a: &str, b: &str, n: usize, b_pid: u32) -> Result<()> {
+/// Transactions the database has committed so far (`pg_stat_database`, read with psql): every
+/// store read is one.
+fn db_transactions(db_url: &str) -> Result<u64> {
+    let out = std::process::Command::new("psql")
+        .args([db_url, "-X", "-q", "-t", "-A", "-c"])
+        .arg("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
+        .output()
+        .context("psql")?;
+    anyhow::ensure!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+    Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+}
+
+async fn idle(a: &str, b: &str, n: usize, b_pid: u32, db_url: Option<&str>) -> Result<()> {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .build()?;
@@ -391,6 +407,20 @@ async fn idle(a: &str, b: &str, n: usize, b_pid: u32) -> Result<()> {
         before / 1024,
         (after.saturating_sub(before)) as f64 / n as f64
     );
+
+    // What the open subscriptions cost the database while nothing happens (pg_stat_database is
+    // refreshed at most every 500 ms, hence the long window).
+    if let Some(db_url) = db_url {
+        const HOLD: Duration = Duration::from_secs(10);
+        let before = db_transactions(db_url)?;
+        tokio::time::sleep(HOLD).await;
+        let after = db_transactions(db_url)?;
+        println!(
+            "while {n} subscribers idled for {HOLD:?}: {:.1} database transactions/s (both replicas, \
+             every background job included)",
+            after.saturating_sub(before) as f64 / HOLD.as_secs_f64()
+        );
+    }
 
     // Cancel 50 of them on A, one at a time, and time the CANCELED event's arrival on B.
     let mut samples = Vec::new();
