@@ -11,7 +11,8 @@ use async_trait::async_trait;
 
 use crate::{
     DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PoolStats, PushConfigPage,
-    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
+    UpstreamRef,
 };
 
 /// The wrapped store, timed.
@@ -62,6 +63,7 @@ fn timed<T>(
         Err(StoreError::InvalidPageToken) => "invalid_page_token",
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::Internal(_)) => "internal",
+        Err(StoreError::QuotaExceeded { .. }) => "quota_exceeded",
     };
     metrics::histogram!(
         "a2a_store_operation_duration_seconds",
@@ -142,8 +144,13 @@ impl TaskStore for Metered {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        forward!(self, "put_push_config", put_push_config(owner, config))
+        forward!(
+            self,
+            "put_push_config",
+            put_push_config(owner, config, quota)
+        )
     }
 
     async fn get_push_config(

@@ -111,6 +111,10 @@ pub struct FileConfig {
     pub database: DatabaseConfig,
     /// Agent for messages without a tenant; default `echo`.
     pub default_agent: Option<String>,
+    /// The built-in agents this gateway routes to (`echo`, `scenario`); absent = both in
+    /// embedded mode, only `echo` with PostgreSQL or Redis: `scenario` is a test tool (see
+    /// [`Config::builtin_agents`]).
+    pub builtin_agents: Option<Vec<String>>,
     /// Extensions declared in the card's capabilities.
     pub extensions: Vec<ExtensionConfig>,
     /// Content of the extended agent card; enables `capabilities.extendedAgentCard`.
@@ -262,6 +266,14 @@ pub struct Limits {
     /// running in it before it exits; a turn still running then is left to the replica that
     /// takes it over.
     pub drain_timeout_secs: u64,
+    /// How long one turn of an agent may run (from when the agent starts on it) before the
+    /// task fails and the agent's call is canceled; 0 = no bound. `[[agents]] max_turn_secs`
+    /// overrides it for an upstream agent, [`Self::builtin_max_turn_secs`] for a built-in one.
+    pub max_turn_secs: u64,
+    /// `max_turn_secs` of built-in agents by name (`{ scenario = 60 }`).
+    pub builtin_max_turn_secs: std::collections::BTreeMap<String, u64>,
+    /// Per-owner quotas (`[limits.quotas]`).
+    pub quotas: crate::service::QuotaConfig,
 }
 
 impl Default for Limits {
@@ -274,6 +286,9 @@ impl Default for Limits {
             keep_alive_secs: 15,
             // Under the usual 30 s an orchestrator allows between SIGTERM and SIGKILL.
             drain_timeout_secs: 25,
+            max_turn_secs: 3_600,
+            builtin_max_turn_secs: std::collections::BTreeMap::new(),
+            quotas: crate::service::QuotaConfig::default(),
         }
     }
 }
@@ -402,6 +417,21 @@ impl Config {
         })
     }
 
+    /// The built-in agents to route to: `builtin_agents` when set, else both built-ins in
+    /// embedded mode (the one-command gateway keeps its test agent) and only `echo` otherwise
+    /// (a deployment enables the `scenario` test tool on purpose).
+    pub fn builtin_agents(&self) -> Vec<String> {
+        match &self.file.builtin_agents {
+            Some(names) => names.clone(),
+            None if self.database_url.is_none() && self.redis_url.is_none() => {
+                crate::agents::AgentRegistry::BUILTIN
+                    .map(str::to_owned)
+                    .to_vec()
+            }
+            None => vec!["echo".to_owned()],
+        }
+    }
+
     /// Embedded when neither PostgreSQL nor Redis is configured.
     pub fn mode(&self) -> &'static str {
         match (&self.database_url, &self.redis_url) {
@@ -489,6 +519,28 @@ impl FileConfig {
         // Checked here so a bad [auth] section stops the start with a clear message.
         if let Some(auth) = &file.auth {
             crate::auth::Authenticator::new(auth)?;
+        }
+        let builtin = crate::agents::AgentRegistry::BUILTIN;
+        let mut enabled = std::collections::HashSet::new();
+        for name in file.builtin_agents.iter().flatten() {
+            if !builtin.contains(&name.as_str()) {
+                return Err(format!(
+                    "builtin_agents: {name:?} is not a built-in agent (one of {builtin:?})"
+                ));
+            }
+            if !enabled.insert(name.as_str()) {
+                return Err(format!("builtin_agents: {name:?} is listed twice"));
+            }
+        }
+        if let Some(name) = file
+            .limits
+            .builtin_max_turn_secs
+            .keys()
+            .find(|n| !builtin.contains(&n.as_str()))
+        {
+            return Err(format!(
+                "limits.builtin_max_turn_secs: {name:?} is not a built-in agent (one of {builtin:?})"
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for agent in &file.agents {
