@@ -58,6 +58,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "push delivery signing keys published at /.well-known/jwks.json: comma separated \
          `[kid=]path` of PKCS#8 PEM files, the first signs; default none ([push] signing_keys)",
     ),
+    (
+        "A2A_BUILTIN_AGENTS",
+        "built-in agents to route to, comma separated (echo, scenario); default both in \
+         embedded mode, echo with PostgreSQL or Redis (builtin_agents)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -403,6 +408,18 @@ impl Config {
         }
         let database = database_config(&file.database, &nonempty)?;
         let mut file = file;
+        if let Some(v) = env("A2A_BUILTIN_AGENTS") {
+            let names = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            file.builtin_agents = Some(
+                check_builtin_agents(names)
+                    .map_err(|e| format!("A2A_BUILTIN_AGENTS={v:?}: {e}"))?,
+            );
+        }
         file.push = push_config(file.push, &nonempty)?;
         Ok(Self {
             listen,
@@ -440,6 +457,22 @@ impl Config {
             _ => "distributed",
         }
     }
+}
+
+/// `builtin_agents` (or `A2A_BUILTIN_AGENTS`): built-in names, each once.
+fn check_builtin_agents(names: Vec<String>) -> Result<Vec<String>, String> {
+    let builtin = crate::agents::AgentRegistry::BUILTIN;
+    for (i, name) in names.iter().enumerate() {
+        if !builtin.contains(&name.as_str()) {
+            return Err(format!(
+                "{name:?} is not a built-in agent (one of {builtin:?})"
+            ));
+        }
+        if names[..i].contains(name) {
+            return Err(format!("{name:?} is listed twice"));
+        }
+    }
+    Ok(names)
 }
 
 /// `[push]` with `A2A_PUSH_ALLOWED_HOSTS` / `A2A_PUSH_SIGNING_KEYS` applied (env wins), the
@@ -521,16 +554,8 @@ impl FileConfig {
             crate::auth::Authenticator::new(auth)?;
         }
         let builtin = crate::agents::AgentRegistry::BUILTIN;
-        let mut enabled = std::collections::HashSet::new();
-        for name in file.builtin_agents.iter().flatten() {
-            if !builtin.contains(&name.as_str()) {
-                return Err(format!(
-                    "builtin_agents: {name:?} is not a built-in agent (one of {builtin:?})"
-                ));
-            }
-            if !enabled.insert(name.as_str()) {
-                return Err(format!("builtin_agents: {name:?} is listed twice"));
-            }
+        if let Some(names) = &file.builtin_agents {
+            check_builtin_agents(names.clone()).map_err(|e| format!("builtin_agents: {e}"))?;
         }
         if let Some(name) = file
             .limits
@@ -679,6 +704,65 @@ mod tests {
         }
         assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
         assert!(debug.contains("\"ci\""), "the key id still prints: {debug}");
+    }
+
+    #[test]
+    fn scenario_is_on_embedded_and_off_elsewhere_unless_listed() {
+        let embedded = Config::from_parts(FileConfig::default(), env(&[])).unwrap();
+        assert_eq!(embedded.builtin_agents(), ["echo", "scenario"]);
+        for var in ["A2A_DATABASE_URL", "A2A_REDIS_URL"] {
+            let deployed =
+                Config::from_parts(FileConfig::default(), env(&[(var, "postgres://db/a2a")]))
+                    .unwrap();
+            assert_eq!(deployed.builtin_agents(), ["echo"], "{var}");
+        }
+        let listed = FileConfig::parse("builtin_agents = [\"echo\", \"scenario\"]").unwrap();
+        let c = Config::from_parts(listed, env(&[("A2A_REDIS_URL", "redis://r")])).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo", "scenario"]);
+        let off = FileConfig::parse("builtin_agents = [\"echo\"]").unwrap();
+        let c = Config::from_parts(off.clone(), env(&[])).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo"]);
+        let on = env(&[("A2A_BUILTIN_AGENTS", "echo, scenario")]);
+        let c = Config::from_parts(off, on).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo", "scenario"], "the env wins");
+        let bad = env(&[("A2A_BUILTIN_AGENTS", "echo,billing")]);
+        let err = Config::from_parts(FileConfig::default(), bad).unwrap_err();
+        assert!(err.contains("A2A_BUILTIN_AGENTS"), "{err}");
+        for bad in [
+            "builtin_agents = [\"billing\"]",
+            "builtin_agents = [\"echo\", \"echo\"]",
+            "[limits.builtin_max_turn_secs]\nbilling = 5",
+        ] {
+            let err = FileConfig::parse(bad).unwrap_err();
+            assert!(
+                err.contains("built-in") || err.contains("twice"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn quotas_nest_under_the_flat_limits() {
+        let f = FileConfig::parse(
+            "[limits]\nmax_streams = 50\nmax_turn_secs = 0\n\
+             builtin_max_turn_secs = { scenario = 5 }\n\
+             [limits.quotas]\nstreams_per_owner = 3\npush_configs_per_task = 0",
+        )
+        .unwrap();
+        let l = &f.limits;
+        assert_eq!((l.max_streams, l.max_turn_secs), (50, 0));
+        assert_eq!(l.builtin_max_turn_secs["scenario"], 5);
+        assert_eq!(l.quotas.streams_per_owner, 3);
+        assert_eq!(l.quotas.push_configs_per_task, 0);
+        // Unset keys keep their defaults.
+        assert_eq!(l.quotas.running_turns_per_owner, 1_000);
+        assert_eq!(l.quotas.push_configs_per_owner, 10_000);
+        assert!(FileConfig::parse("[limits.quotas]\nstreams = 1").is_err());
+        let d = Limits::default();
+        assert_eq!(
+            (d.max_turn_secs, d.quotas.push_configs_per_task),
+            (3_600, 10)
+        );
     }
 
     #[test]

@@ -70,6 +70,24 @@ async fn eventually<T>(mut attempt: impl AsyncFnMut() -> Option<T>) -> T {
     }
 }
 
+/// The value of the counter `series` (name and labels, as Prometheus prints them) on the
+/// gateway's admin listener; 0 while it has not been recorded.
+async fn counter(gw: &TestGateway, series: &str) -> f64 {
+    let admin = gw.admin.expect("a gateway with an admin listener");
+    let text = gw
+        .client
+        .get(format!("http://{admin}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 fn hang() -> Value {
     json!({"tenant": "scenario", "message": script_message(json!({"end": "hang"}))})
 }
@@ -161,7 +179,9 @@ async fn a_second_stream_is_refused_on_every_binding_until_the_first_ends() {
 /// a canceled turn frees its place; another owner is not affected.
 #[tokio::test]
 async fn running_turns_are_bounded_per_owner_and_freed_by_cancel() {
-    let gw = TestGateway::with_config("[limits.quotas]\nrunning_turns_per_owner = 2").await;
+    let gw = TestGateway::with_admin("[limits.quotas]\nrunning_turns_per_owner = 2").await;
+    let series = r#"a2a_quota_refusals_total{quota="running_turns_per_owner"}"#;
+    let refusals = counter(&gw, series).await;
     let a = gw.ok("SendMessage", hang_now()).await["task"]["id"].clone();
     gw.ok("SendMessage", hang_now()).await;
     let before = gw.task_count().await;
@@ -177,6 +197,8 @@ async fn running_turns_are_bounded_per_owner_and_freed_by_cancel() {
         before,
         "a refused send creates no task"
     );
+    // The recorder is one per process: other tests may add to it, never take away.
+    assert!(counter(&gw, series).await >= refusals + 3.0);
 
     gw.ok("CancelTask", json!({"id": a})).await;
     eventually(async || {
@@ -291,7 +313,9 @@ async fn the_scenario_agent_is_refused_where_disabled() {
 /// A built-in agent's turn past its `max_turn_secs` ends FAILED with a message saying so.
 #[tokio::test]
 async fn a_turn_past_its_maximum_duration_fails() {
-    let gw = TestGateway::with_config("[limits.builtin_max_turn_secs]\nscenario = 1").await;
+    let gw = TestGateway::with_admin("[limits.builtin_max_turn_secs]\nscenario = 1").await;
+    let series = r#"a2a_turns_timed_out_total{agent="scenario"}"#;
+    let timed_out = counter(&gw, series).await;
     let started = Instant::now();
     let sent = gw.ok("SendMessage", hang_now()).await;
     let id = sent["task"]["id"].as_str().unwrap().to_owned();
@@ -304,6 +328,7 @@ async fn a_turn_past_its_maximum_duration_fails() {
         text.contains("scenario") && text.contains("maximum duration of 1 s"),
         "{task}"
     );
+    assert!(counter(&gw, series).await >= timed_out + 1.0);
     // Echo (another agent) keeps the default bound.
     assert_eq!(state(&gw.send_text("quick").await), "TASK_STATE_COMPLETED");
 }
