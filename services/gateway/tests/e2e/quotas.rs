@@ -361,3 +361,29 @@ async fn an_upstream_turn_past_its_maximum_duration_fails_and_is_canceled_upstre
     })
     .await;
 }
+
+/// A send whose inline push config is past the owner's bound: the task it created ends FAILED
+/// saying which quota, and holds no config.
+#[tokio::test]
+async fn an_inline_push_config_past_the_quota_fails_its_task() {
+    let gw = TestGateway::with_config("[limits.quotas]\npush_configs_per_owner = 1").await;
+    let first = gw.send_text("one").await["id"].as_str().unwrap().to_owned();
+    let cfg = json!({"taskId": first, "url": "https://hooks.example.com/1"});
+    gw.ok("CreateTaskPushNotificationConfig", cfg).await;
+    let params = json!({"message": user_message("two"), "configuration": {
+        "taskPushNotificationConfig": {"url": "https://hooks.example.com/2"}}});
+    let task = gw.ok("SendMessage", params).await["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
+    assert!(
+        task.to_string().contains("push_configs_per_owner"),
+        "{task}"
+    );
+    let id = task["id"].as_str().unwrap();
+    let configs = gw
+        .ok("ListTaskPushNotificationConfigs", json!({"taskId": id}))
+        .await;
+    assert!(
+        configs["configs"].as_array().is_none_or(|c| c.is_empty()),
+        "{configs}"
+    );
+}
