@@ -299,8 +299,6 @@ impl A2aService {
             history_length,
             return_immediately: cfg.return_immediately,
         };
-        // Before the key is claimed: a refused send leaves no trace.
-        let quota = self.inner.quotas.acquire(Quota::RunningTurns, &ctx.owner)?;
         let key = match key {
             None => None,
             Some((key, fingerprint)) => {
@@ -318,6 +316,9 @@ impl A2aService {
                 }
             }
         };
+        // After the key: a retry that is answered from its first send starts no turn. A refused
+        // send drops its key hold, which frees the key.
+        let quota = self.inner.quotas.acquire(Quota::RunningTurns, &ctx.owner)?;
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),

@@ -183,8 +183,15 @@ async fn running_turns_are_bounded_per_owner_and_freed_by_cancel() {
     let series = r#"a2a_quota_refusals_total{quota="running_turns_per_owner"}"#;
     let refusals = counter(&gw, series).await;
     let a = gw.ok("SendMessage", hang_now()).await["task"]["id"].clone();
-    gw.ok("SendMessage", hang_now()).await;
+    let keyed = hang_now();
+    let b = gw.rpc_keyed("SendMessage", keyed.clone(), "quota-k").await;
     let before = gw.task_count().await;
+    // A retry answered from its first send starts no turn: it is not refused.
+    let again = gw.rpc_keyed("SendMessage", keyed, "quota-k").await;
+    assert_eq!(
+        again["result"]["task"]["id"], b["result"]["task"]["id"],
+        "{again}"
+    );
     let error = refused(&gw, "SendMessage", hang_now()).await;
     assert_quota_error(&error, "running_turns_per_owner", 2);
     // Any send starts a turn, an echo too.
