@@ -394,3 +394,58 @@ async fn an_inline_push_config_past_the_quota_fails_its_task() {
         "{configs}"
     );
 }
+
+/// A client that goes away gives its places back: a dropped stream (its task still running)
+/// and an abandoned blocking send.
+#[tokio::test]
+async fn a_client_disconnect_frees_its_stream_and_its_blocking_send() {
+    let gw = TestGateway::with_config(
+        "[limits.quotas]\nstreams_per_owner = 1\nblocking_sends_per_owner = 1",
+    )
+    .await;
+    let mut open = gw.stream("SendStreamingMessage", hang()).await;
+    open.next().await.expect("the Task");
+    let error = refused(&gw, "SendStreamingMessage", hang()).await;
+    assert_quota_error(&error, "streams_per_owner", 1);
+    drop(open);
+    let mut again = eventually(async || {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+                          "params": hang()});
+        let resp = gw.post_raw(body.to_string()).await;
+        let sse = resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream");
+        sse.then_some(SseStream::new(resp))
+    })
+    .await;
+    assert!(again.next().await.is_some());
+
+    // A blocking send on a hanging task, given up by its client.
+    let client = reqwest::Client::new();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": hang()});
+    let waiting = tokio::spawn(
+        client
+            .post(gw.url("/a2a/jsonrpc"))
+            .header("content-type", "application/json")
+            .header("a2a-version", "1.0")
+            .body(body.to_string())
+            .send(),
+    );
+    eventually(async || {
+        let resp = gw
+            .rpc("SendMessage", json!({"message": user_message("b")}))
+            .await;
+        (resp["error"]["code"] == -32090).then_some(())
+    })
+    .await;
+    waiting.abort();
+    drop(client);
+    eventually(async || {
+        let resp = gw
+            .rpc("SendMessage", json!({"message": user_message("c")}))
+            .await;
+        resp.get("result").map(|_| ())
+    })
+    .await;
+}
