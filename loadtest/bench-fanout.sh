@@ -49,9 +49,15 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# The scenario test agent is off by default with PostgreSQL; one load generator is one owner
+# (anonymous) holding every stream and hanging turn, so its quotas are lifted.
 cat >"$WORK/gateway.toml" <<TOML
+builtin_agents = ["echo", "scenario"]
 [limits]
 max_streams = $(( IDLE + 2000 ))
+[limits.quotas]
+streams_per_owner = 0
+running_turns_per_owner = 0
 TOML
 
 A2A_DATABASE_URL="$DB_URL" RUST_LOG=warn "$BIN" migrate

@@ -134,6 +134,7 @@ pub(crate) fn from_jsonrpc_error(error: &Value) -> ClientError {
         -32601 => "METHOD_NOT_FOUND",
         -32602 => "INVALID_PARAMS",
         -32603 => "INTERNAL_ERROR",
+        -32090 => "QUOTA_EXCEEDED",
         _ => {
             return ClientError::Unclassified {
                 status: format!("JSON-RPC {code}"),

@@ -155,13 +155,13 @@ mod tests {
         assert_eq!(claim, ClaimOutcome::NoConfigs);
 
         tasks
-            .put_push_config("alice", config("t", "a"))
+            .put_push_config("alice", config("t", "a"), a2a_store::PushQuota::NONE)
             .await
             .unwrap();
         let done = status("t", TaskState::Completed, 9);
         tasks.append("t", 3, done).await.unwrap();
         tasks
-            .put_push_config("alice", config("t", "b"))
+            .put_push_config("alice", config("t", "b"), a2a_store::PushQuota::NONE)
             .await
             .unwrap();
         match store.claim("t", "w", 4, lease).await.unwrap() {

@@ -196,6 +196,46 @@ pub enum StoreError {
     Unavailable(String),
     #[error("store error: {0}")]
     Internal(String),
+    /// A [`PushQuota`] bound: `quota` names it (`push_configs_per_task`,
+    /// `push_configs_per_owner`).
+    #[error("quota {quota} exceeded: the limit is {limit}")]
+    QuotaExceeded { quota: &'static str, limit: u64 },
+}
+
+/// Bounds on the push configs a new one may join, checked atomically with its creation (so
+/// they hold across replicas); replacing a config (same task and id) is never refused.
+/// 0 = no bound.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PushQuota {
+    /// Configs of one task.
+    pub per_task: u64,
+    /// Configs of all of one owner's tasks.
+    pub per_owner: u64,
+}
+
+impl PushQuota {
+    /// No bound at all.
+    pub const NONE: Self = Self {
+        per_task: 0,
+        per_owner: 0,
+    };
+
+    /// The bound a new config would pass, given how many the task and the owner hold.
+    pub fn exceeded(&self, on_task: u64, of_owner: u64) -> Option<StoreError> {
+        if self.per_task > 0 && on_task >= self.per_task {
+            return Some(StoreError::QuotaExceeded {
+                quota: "push_configs_per_task",
+                limit: self.per_task,
+            });
+        }
+        if self.per_owner > 0 && of_owner >= self.per_owner {
+            return Some(StoreError::QuotaExceeded {
+                quota: "push_configs_per_owner",
+                limit: self.per_owner,
+            });
+        }
+        None
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -263,11 +303,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// log has moved past what it has).
     async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>>;
 
-    /// Creates or replaces (same task and id) a push config of `owner`'s task.
+    /// Creates or replaces (same task and id) a push config of `owner`'s task; a new one is
+    /// refused past `quota` (checked atomically with the insert, across processes).
     async fn put_push_config(
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig>;
 
     async fn get_push_config(

@@ -14,8 +14,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
     Cursor, DispatchMark, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage,
-    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
-    apply_changes, created_event,
+    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
+    UpstreamRef, apply_changes, created_event,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -33,6 +33,10 @@ struct Inner {
     by_owner: HashMap<String, BTreeSet<OrderKey>>,
     /// (owner, idempotency key) → the request that holds it.
     keys: HashMap<(String, String), KeyEntry>,
+    /// Per owner, the tasks that have (or had) push configs: counting an owner's configs reads
+    /// only those. A task removed from `tasks`, or left without configs, is pruned while
+    /// counting, so whatever deletes tasks need not keep this in step.
+    push_tasks: HashMap<String, std::collections::HashSet<String>>,
 }
 
 struct KeyEntry {
@@ -126,6 +130,23 @@ impl MemoryTaskStore {
 }
 
 impl Inner {
+    /// How many push configs `owner`'s tasks hold, pruning tasks gone or without configs.
+    fn push_configs_of(&mut self, owner: &str) -> u64 {
+        let Some(ids) = self.push_tasks.get_mut(owner) else {
+            return 0;
+        };
+        let tasks = &self.tasks;
+        let mut count = 0;
+        ids.retain(|id| match tasks.get(id) {
+            Some(e) if !e.push_configs.is_empty() => {
+                count += e.push_configs.len() as u64;
+                true
+            }
+            _ => false,
+        });
+        count
+    }
+
     fn owned(&self, owner: &str, task_id: &str) -> Option<&Entry> {
         self.tasks
             .get(task_id)
@@ -329,8 +350,25 @@ impl TaskStore for MemoryTaskStore {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
         let mut inner = self.inner.write().map_err(poisoned)?;
+        let entry = inner
+            .owned(owner, &config.task_id)
+            .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
+        let replacing = entry.push_configs.iter().any(|c| c.id == config.id);
+        let on_task = entry.push_configs.len() as u64;
+        if !replacing && quota != PushQuota::NONE {
+            let of_owner = inner.push_configs_of(owner);
+            if let Some(e) = quota.exceeded(on_task, of_owner) {
+                return Err(e);
+            }
+        }
+        inner
+            .push_tasks
+            .entry(owner.to_owned())
+            .or_default()
+            .insert(config.task_id.clone());
         let entry = inner
             .owned_mut(owner, &config.task_id)
             .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;

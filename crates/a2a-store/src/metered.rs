@@ -13,7 +13,8 @@ use metrics::Histogram;
 
 use crate::{
     DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PoolStats, PushConfigPage,
-    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
+    UpstreamRef,
 };
 
 /// The wrapped store, timed.
@@ -66,6 +67,7 @@ fn timed<T>(
         Err(StoreError::InvalidPageToken) => "invalid_page_token",
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::Internal(_)) => "internal",
+        Err(StoreError::QuotaExceeded { .. }) => "quota_exceeded",
     };
     let seconds = started.elapsed().as_secs_f64();
     let histogram = |outcome: &'static str| {
@@ -157,8 +159,13 @@ impl TaskStore for Metered {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        forward!(self, "put_push_config", put_push_config(owner, config))
+        forward!(
+            self,
+            "put_push_config",
+            put_push_config(owner, config, quota)
+        )
     }
 
     async fn get_push_config(

@@ -11,8 +11,8 @@ use a2a_types::v1::{
 use a2a_types::wkt::Timestamp;
 
 use crate::{
-    DispatchMark, DispatchMarks, KeyClaim, KeyRequest, ListQuery, NewTask, StoreError, TaskChange,
-    TaskStore, UpstreamRef,
+    DispatchMark, DispatchMarks, KeyClaim, KeyRequest, ListQuery, NewTask, PushQuota, StoreError,
+    TaskChange, TaskStore, UpstreamRef,
 };
 
 /// Instantiates every suite case as a `#[tokio::test]` for the store built by `$make`
@@ -24,7 +24,8 @@ macro_rules! store_conformance_suite {
             create_then_get, owners_are_isolated, append_is_guarded_by_sequence,
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
-            list_omits_artifacts_unless_asked, push_config_crud, upstream_ids_are_kept,
+            list_omits_artifacts_unless_asked, push_config_crud, push_configs_are_bounded,
+            upstream_ids_are_kept,
             dispatch_marks_tell_queued_from_sent,
             idempotency_keys_are_per_owner_and_first_wins,
             expired_idempotency_keys_are_free_and_purged, changes_commit_together,
@@ -171,10 +172,15 @@ pub async fn owners_are_isolated(store: &dyn TaskStore) {
         ..Default::default()
     };
     assert!(matches!(
-        store.put_push_config("bob", cfg.clone()).await,
+        store
+            .put_push_config("bob", cfg.clone(), PushQuota::NONE)
+            .await,
         Err(StoreError::NotFound(_))
     ));
-    store.put_push_config("alice", cfg).await.unwrap();
+    store
+        .put_push_config("alice", cfg, PushQuota::NONE)
+        .await
+        .unwrap();
     assert!(store.get_push_config("bob", "t1", "p1").await.is_err());
     assert!(store.list_push_configs("bob", "t1", 10, "").await.is_err());
     assert!(store.delete_push_config("bob", "t1", "p1").await.is_err());
@@ -470,7 +476,10 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
             ..Default::default()
         };
         assert_eq!(
-            store.put_push_config("alice", cfg.clone()).await.unwrap(),
+            store
+                .put_push_config("alice", cfg.clone(), PushQuota::NONE)
+                .await
+                .unwrap(),
             cfg
         );
     }
@@ -481,7 +490,7 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         ..Default::default()
     };
     store
-        .put_push_config("alice", replaced.clone())
+        .put_push_config("alice", replaced.clone(), PushQuota::NONE)
         .await
         .unwrap();
     assert_eq!(
@@ -514,6 +523,90 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         store.get_push_config("alice", "nope", "p0").await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+fn push_cfg(task_id: &str, id: &str) -> TaskPushNotificationConfig {
+    TaskPushNotificationConfig {
+        id: id.into(),
+        task_id: task_id.into(),
+        url: format!("https://example.com/{id}"),
+        ..Default::default()
+    }
+}
+
+/// A new push config past a [`PushQuota`] bound is refused (per task, per owner); replacing
+/// one is not; deleting frees; concurrent creations never pass the bound together.
+pub async fn push_configs_are_bounded(store: &dyn TaskStore) {
+    for (owner, id) in [
+        ("alice", "q1"),
+        ("alice", "q2"),
+        ("alice", "q3"),
+        ("bob", "q4"),
+    ] {
+        store.create(new_task(owner, id, "c", 1)).await.unwrap();
+    }
+    let quota = PushQuota {
+        per_task: 2,
+        per_owner: 3,
+    };
+    let put = |owner: &'static str, task: &str, id: &str| {
+        store.put_push_config(owner, push_cfg(task, id), quota)
+    };
+    put("alice", "q1", "a").await.unwrap();
+    put("alice", "q1", "b").await.unwrap();
+    let refused = put("alice", "q1", "c").await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::QuotaExceeded {
+                quota: "push_configs_per_task",
+                limit: 2
+            })
+        ),
+        "{refused:?}"
+    );
+    put("alice", "q1", "b")
+        .await
+        .expect("a replacement is no new config");
+    put("alice", "q2", "a").await.unwrap();
+    let refused = put("alice", "q2", "b").await;
+    assert!(
+        matches!(
+            refused,
+            Err(StoreError::QuotaExceeded {
+                quota: "push_configs_per_owner",
+                limit: 3
+            })
+        ),
+        "{refused:?}"
+    );
+    put("bob", "q4", "a")
+        .await
+        .expect("bob's configs are his own");
+    store.delete_push_config("alice", "q1", "a").await.unwrap();
+    put("alice", "q2", "b").await.expect("a deletion frees");
+    // Ten at once on another task of a fresh owner's: exactly the bound gets in.
+    store.create(new_task("carol", "q5", "c", 1)).await.unwrap();
+    let quota = PushQuota {
+        per_task: 3,
+        per_owner: 0,
+    };
+    let ids: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+    let results = futures::future::join_all(
+        ids.iter()
+            .map(|id| store.put_push_config("carol", push_cfg("q5", id), quota)),
+    )
+    .await;
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        3,
+        "{results:?}"
+    );
+    let page = store
+        .list_push_configs("carol", "q5", 100, "")
+        .await
+        .unwrap();
+    assert_eq!(page.configs.len(), 3);
 }
 
 pub async fn upstream_ids_are_kept(store: &dyn TaskStore) {

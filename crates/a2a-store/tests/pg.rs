@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use a2a_store::{
     DispatchMark, KeyClaim, KeyRequest, ListQuery, MemoryTaskStore, NewTask, Orphan, PgOptions,
-    PgTaskStore, PushConfigPage, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
-    TaskRecord, TaskStore, UpstreamRef,
+    PgTaskStore, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
+    TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 use a2a_testing::TestDatabase;
 use a2a_types::v1::stream_response::Payload;
@@ -75,8 +75,9 @@ impl TaskStore for TestStore {
         &self,
         o: &str,
         c: TaskPushNotificationConfig,
+        q: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        self.store.put_push_config(o, c).await
+        self.store.put_push_config(o, c, q).await
     }
     async fn get_push_config(
         &self,

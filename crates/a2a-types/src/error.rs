@@ -54,6 +54,10 @@ pub enum A2aError {
     /// Never echoes internal causes: callers log the cause and put a short description here.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A per-owner quota (`[limits.quotas]`) is used up: the request past it is refused until
+    /// the caller's own streams, turns, sends or push configs end. `quota` is the config key.
+    #[error("quota {quota} exceeded: the limit is {limit}")]
+    QuotaExceeded { quota: String, limit: u64 },
 }
 
 /// HTTP status and gRPC code names, without pulling an HTTP crate into the wire model.
@@ -140,6 +144,8 @@ impl A2aError {
             Self::PermissionDenied(_) => (-31403, 403, Code::PermissionDenied, "PERMISSION_DENIED"),
             Self::Unavailable(_) => (-32603, 503, Code::Unavailable, "UNAVAILABLE"),
             Self::Internal(_) => (-32603, 500, Code::Internal, "INTERNAL_ERROR"),
+            // A server-error-range code of our own, far from the A2A sequence (-32001...).
+            Self::QuotaExceeded { .. } => (-32090, 429, Code::ResourceExhausted, "QUOTA_EXCEEDED"),
         };
         WireCodes {
             json_rpc,
@@ -183,6 +189,10 @@ impl A2aError {
             }
             Self::InvalidParams { field, .. } => {
                 metadata.insert("field".to_owned(), field.clone());
+            }
+            Self::QuotaExceeded { quota, limit } => {
+                metadata.insert("quota".to_owned(), quota.clone());
+                metadata.insert("limit".to_owned(), limit.to_string());
             }
             _ => {}
         }
@@ -241,6 +251,10 @@ impl A2aError {
             "UNAUTHENTICATED" => Self::Unauthenticated(text("authentication required: ")),
             "PERMISSION_DENIED" => Self::PermissionDenied(text("permission denied: ")),
             "UNAVAILABLE" => Self::Unavailable(text("service unavailable: ")),
+            "QUOTA_EXCEEDED" => Self::QuotaExceeded {
+                quota: meta("quota"),
+                limit: meta("limit").parse().unwrap_or(0),
+            },
             _ => Self::Internal(text("internal error: ")),
         }
     }
@@ -376,6 +390,15 @@ mod tests {
                 422,
                 tonic::Code::InvalidArgument,
             ),
+            (
+                A2aError::QuotaExceeded {
+                    quota: "streams_per_owner".into(),
+                    limit: 2,
+                },
+                -32090,
+                429,
+                tonic::Code::ResourceExhausted,
+            ),
         ];
         for (err, rpc, http, grpc) in cases {
             let c = err.codes();
@@ -409,6 +432,10 @@ mod tests {
             A2aError::Unavailable("db down".into()),
             A2aError::InvalidAgentResponse("garbage".into()),
             A2aError::UnsupportedOperation("no".into()),
+            A2aError::QuotaExceeded {
+                quota: "running_turns_per_owner".into(),
+                limit: 3,
+            },
         ];
         for err in errors {
             let info = err.error_info();

@@ -205,6 +205,10 @@ mod tests {
             },
             A2aError::invalid_params("pageSize", "must be between 1 and 100"),
             A2aError::PayloadTooLarge { limit: 10 },
+            A2aError::QuotaExceeded {
+                quota: "streams_per_owner".into(),
+                limit: 5,
+            },
         ];
         for err in errors {
             let back = A2aError::from(over_the_wire(err.to_status()));

@@ -65,13 +65,22 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
             None => {}
         }
     }
-    let mut agents = AgentRegistry::builtin();
+    let mut agents = AgentRegistry::with_builtins(&config.builtin_agents());
     let upstream = upstream_agents(config, &agents)?;
     for agent in &upstream {
         agents.add(agent.clone());
     }
-    if let Some(name) = &config.file.default_agent {
-        agents.set_default(name)?;
+    match &config.file.default_agent {
+        Some(name) => agents.set_default(name)?,
+        // Without echo there is no default to fall back on.
+        None if agents.get("echo").is_none() => {
+            return Err(
+                "builtin_agents leaves out echo, the default agent: set default_agent \
+                        to an agent this gateway routes to"
+                    .into(),
+            );
+        }
+        None => {}
     }
     // Every store operation is timed (`a2a_store_operation_duration_seconds`). With traces on,
     // each PostgreSQL operation is also a span (in memory, one takes microseconds: a span

@@ -58,6 +58,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "push delivery signing keys published at /.well-known/jwks.json: comma separated \
          `[kid=]path` of PKCS#8 PEM files, the first signs; default none ([push] signing_keys)",
     ),
+    (
+        "A2A_BUILTIN_AGENTS",
+        "built-in agents to route to, comma separated (echo, scenario); default both in \
+         embedded mode, echo with PostgreSQL or Redis (builtin_agents)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -111,6 +116,10 @@ pub struct FileConfig {
     pub database: DatabaseConfig,
     /// Agent for messages without a tenant; default `echo`.
     pub default_agent: Option<String>,
+    /// The built-in agents this gateway routes to (`echo`, `scenario`); absent = both in
+    /// embedded mode, only `echo` with PostgreSQL or Redis: `scenario` is a test tool (see
+    /// [`Config::builtin_agents`]).
+    pub builtin_agents: Option<Vec<String>>,
     /// Extensions declared in the card's capabilities.
     pub extensions: Vec<ExtensionConfig>,
     /// Content of the extended agent card; enables `capabilities.extendedAgentCard`.
@@ -262,6 +271,14 @@ pub struct Limits {
     /// running in it before it exits; a turn still running then is left to the replica that
     /// takes it over.
     pub drain_timeout_secs: u64,
+    /// How long one turn of an agent may run (from when the agent starts on it) before the
+    /// task fails and the agent's call is canceled; 0 = no bound. `[[agents]] max_turn_secs`
+    /// overrides it for an upstream agent, [`Self::builtin_max_turn_secs`] for a built-in one.
+    pub max_turn_secs: u64,
+    /// `max_turn_secs` of built-in agents by name (`{ scenario = 60 }`).
+    pub builtin_max_turn_secs: std::collections::BTreeMap<String, u64>,
+    /// Per-owner quotas (`[limits.quotas]`).
+    pub quotas: crate::service::QuotaConfig,
 }
 
 impl Default for Limits {
@@ -274,6 +291,9 @@ impl Default for Limits {
             keep_alive_secs: 15,
             // Under the usual 30 s an orchestrator allows between SIGTERM and SIGKILL.
             drain_timeout_secs: 25,
+            max_turn_secs: 3_600,
+            builtin_max_turn_secs: std::collections::BTreeMap::new(),
+            quotas: crate::service::QuotaConfig::default(),
         }
     }
 }
@@ -388,6 +408,18 @@ impl Config {
         }
         let database = database_config(&file.database, &nonempty)?;
         let mut file = file;
+        if let Some(v) = env("A2A_BUILTIN_AGENTS") {
+            let names = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            file.builtin_agents = Some(
+                check_builtin_agents(names)
+                    .map_err(|e| format!("A2A_BUILTIN_AGENTS={v:?}: {e}"))?,
+            );
+        }
         file.push = push_config(file.push, &nonempty)?;
         Ok(Self {
             listen,
@@ -402,6 +434,21 @@ impl Config {
         })
     }
 
+    /// The built-in agents to route to: `builtin_agents` when set, else both built-ins in
+    /// embedded mode (the one-command gateway keeps its test agent) and only `echo` otherwise
+    /// (a deployment enables the `scenario` test tool on purpose).
+    pub fn builtin_agents(&self) -> Vec<String> {
+        match &self.file.builtin_agents {
+            Some(names) => names.clone(),
+            None if self.database_url.is_none() && self.redis_url.is_none() => {
+                crate::agents::AgentRegistry::BUILTIN
+                    .map(str::to_owned)
+                    .to_vec()
+            }
+            None => vec!["echo".to_owned()],
+        }
+    }
+
     /// Embedded when neither PostgreSQL nor Redis is configured.
     pub fn mode(&self) -> &'static str {
         match (&self.database_url, &self.redis_url) {
@@ -410,6 +457,22 @@ impl Config {
             _ => "distributed",
         }
     }
+}
+
+/// `builtin_agents` (or `A2A_BUILTIN_AGENTS`): built-in names, each once.
+fn check_builtin_agents(names: Vec<String>) -> Result<Vec<String>, String> {
+    let builtin = crate::agents::AgentRegistry::BUILTIN;
+    for (i, name) in names.iter().enumerate() {
+        if !builtin.contains(&name.as_str()) {
+            return Err(format!(
+                "{name:?} is not a built-in agent (one of {builtin:?})"
+            ));
+        }
+        if names[..i].contains(name) {
+            return Err(format!("{name:?} is listed twice"));
+        }
+    }
+    Ok(names)
 }
 
 /// `[push]` with `A2A_PUSH_ALLOWED_HOSTS` / `A2A_PUSH_SIGNING_KEYS` applied (env wins), the
@@ -489,6 +552,20 @@ impl FileConfig {
         // Checked here so a bad [auth] section stops the start with a clear message.
         if let Some(auth) = &file.auth {
             crate::auth::Authenticator::new(auth)?;
+        }
+        let builtin = crate::agents::AgentRegistry::BUILTIN;
+        if let Some(names) = &file.builtin_agents {
+            check_builtin_agents(names.clone()).map_err(|e| format!("builtin_agents: {e}"))?;
+        }
+        if let Some(name) = file
+            .limits
+            .builtin_max_turn_secs
+            .keys()
+            .find(|n| !builtin.contains(&n.as_str()))
+        {
+            return Err(format!(
+                "limits.builtin_max_turn_secs: {name:?} is not a built-in agent (one of {builtin:?})"
+            ));
         }
         let mut names = std::collections::HashSet::new();
         for agent in &file.agents {
@@ -627,6 +704,65 @@ mod tests {
         }
         assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
         assert!(debug.contains("\"ci\""), "the key id still prints: {debug}");
+    }
+
+    #[test]
+    fn scenario_is_on_embedded_and_off_elsewhere_unless_listed() {
+        let embedded = Config::from_parts(FileConfig::default(), env(&[])).unwrap();
+        assert_eq!(embedded.builtin_agents(), ["echo", "scenario"]);
+        for var in ["A2A_DATABASE_URL", "A2A_REDIS_URL"] {
+            let deployed =
+                Config::from_parts(FileConfig::default(), env(&[(var, "postgres://db/a2a")]))
+                    .unwrap();
+            assert_eq!(deployed.builtin_agents(), ["echo"], "{var}");
+        }
+        let listed = FileConfig::parse("builtin_agents = [\"echo\", \"scenario\"]").unwrap();
+        let c = Config::from_parts(listed, env(&[("A2A_REDIS_URL", "redis://r")])).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo", "scenario"]);
+        let off = FileConfig::parse("builtin_agents = [\"echo\"]").unwrap();
+        let c = Config::from_parts(off.clone(), env(&[])).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo"]);
+        let on = env(&[("A2A_BUILTIN_AGENTS", "echo, scenario")]);
+        let c = Config::from_parts(off, on).unwrap();
+        assert_eq!(c.builtin_agents(), ["echo", "scenario"], "the env wins");
+        let bad = env(&[("A2A_BUILTIN_AGENTS", "echo,billing")]);
+        let err = Config::from_parts(FileConfig::default(), bad).unwrap_err();
+        assert!(err.contains("A2A_BUILTIN_AGENTS"), "{err}");
+        for bad in [
+            "builtin_agents = [\"billing\"]",
+            "builtin_agents = [\"echo\", \"echo\"]",
+            "[limits.builtin_max_turn_secs]\nbilling = 5",
+        ] {
+            let err = FileConfig::parse(bad).unwrap_err();
+            assert!(
+                err.contains("built-in") || err.contains("twice"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn quotas_nest_under_the_flat_limits() {
+        let f = FileConfig::parse(
+            "[limits]\nmax_streams = 50\nmax_turn_secs = 0\n\
+             builtin_max_turn_secs = { scenario = 5 }\n\
+             [limits.quotas]\nstreams_per_owner = 3\npush_configs_per_task = 0",
+        )
+        .unwrap();
+        let l = &f.limits;
+        assert_eq!((l.max_streams, l.max_turn_secs), (50, 0));
+        assert_eq!(l.builtin_max_turn_secs["scenario"], 5);
+        assert_eq!(l.quotas.streams_per_owner, 3);
+        assert_eq!(l.quotas.push_configs_per_task, 0);
+        // Unset keys keep their defaults.
+        assert_eq!(l.quotas.running_turns_per_owner, 1_000);
+        assert_eq!(l.quotas.push_configs_per_owner, 10_000);
+        assert!(FileConfig::parse("[limits.quotas]\nstreams = 1").is_err());
+        let d = Limits::default();
+        assert_eq!(
+            (d.max_turn_secs, d.quotas.push_configs_per_task),
+            (3_600, 10)
+        );
     }
 
     #[test]

@@ -43,8 +43,8 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
-    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, StoreError,
-    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, PushQuota,
+    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
     apply_changes, created_event,
 };
 use batch::{AppendJob, CreateJob};
@@ -325,8 +325,9 @@ impl TaskStore for PgTaskStore {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        push::put(&self.pool, owner, config).await
+        push::put(&self.pool, owner, config, quota).await
     }
 
     async fn get_push_config(

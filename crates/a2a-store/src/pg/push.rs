@@ -9,7 +9,7 @@ use sqlx::postgres::PgPool;
 
 use super::codec::{decode, encode};
 use super::db_error;
-use crate::{PushConfigPage, StoreError, StoreResult};
+use crate::{PushConfigPage, PushQuota, StoreError, StoreResult};
 
 fn internal(e: sqlx::Error) -> StoreError {
     StoreError::Internal(format!("unexpected row shape: {e}"))
@@ -20,11 +20,56 @@ fn not_found(task_id: &str) -> StoreError {
 }
 
 /// Creates or replaces (keeping its place in the creation order) a config of `owner`'s task.
+/// With a quota, a new config is counted and inserted in one transaction that holds the owner's
+/// advisory lock, so concurrent creations (on any replica) cannot pass the bound together.
 pub(super) async fn put(
     pool: &PgPool,
     owner: &str,
     config: TaskPushNotificationConfig,
+    quota: PushQuota,
 ) -> StoreResult<TaskPushNotificationConfig> {
+    if quota == PushQuota::NONE {
+        return upsert(pool, owner, &config).await.map(|()| config);
+    }
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('a2a:push_configs:' || $1, 0))")
+        .bind(owner)
+        .execute(&mut *tx)
+        .await
+        .map_err(db_error)?;
+    // The owner's count stops at the bound: it reads at most `per_owner` index entries.
+    const COUNTS: &str = "\
+        SELECT EXISTS (SELECT 1 FROM push_configs WHERE task_id = t.id AND id = $3) AS replacing, \
+               (SELECT count(*) FROM push_configs WHERE task_id = t.id) AS on_task, \
+               (SELECT count(*) FROM (SELECT 1 FROM push_configs WHERE owner = $2 LIMIT $4) o) \
+                   AS of_owner \
+          FROM tasks t WHERE t.id = $1 AND t.owner = $2";
+    let row = sqlx::query(COUNTS)
+        .bind(&config.task_id)
+        .bind(owner)
+        .bind(&config.id)
+        .bind(i64::try_from(quota.per_owner).unwrap_or(i64::MAX))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(db_error)?
+        .ok_or_else(|| not_found(&config.task_id))?;
+    let replacing: bool = row.try_get("replacing").map_err(internal)?;
+    let on_task: i64 = row.try_get("on_task").map_err(internal)?;
+    let of_owner: i64 = row.try_get("of_owner").map_err(internal)?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    if !replacing && let Some(e) = quota.exceeded(count(on_task), count(of_owner)) {
+        return Err(e);
+    }
+    upsert(&mut *tx, owner, &config).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(config)
+}
+
+async fn upsert<'c>(
+    db: impl sqlx::PgExecutor<'c>,
+    owner: &str,
+    config: &TaskPushNotificationConfig,
+) -> StoreResult<()> {
     // The first config of a task also starts the push worker's progress (`push_progress`,
     // migration 0003) at the task's current event: the webhook gets the task's state as it is
     // now, then every later event. For a config registered with SendMessage that is the Task
@@ -35,20 +80,20 @@ pub(super) async fn put(
             INSERT INTO push_progress (task_id, delivered_seq, lease_until) \
             SELECT id, seq - 1, '-infinity' FROM t \
             ON CONFLICT (task_id) DO NOTHING) \
-        INSERT INTO push_configs (task_id, id, config) \
-        SELECT t.id, $3, $4 FROM t \
+        INSERT INTO push_configs (task_id, id, config, owner) \
+        SELECT t.id, $3, $4, $2 FROM t \
         ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config, updated_at = now() \
         RETURNING position";
     let stored = sqlx::query(SQL)
         .bind(&config.task_id)
         .bind(owner)
         .bind(&config.id)
-        .bind(encode(&config))
-        .fetch_optional(pool)
+        .bind(encode(config))
+        .fetch_optional(db)
         .await
         .map_err(db_error)?;
     match stored {
-        Some(_) => Ok(config),
+        Some(_) => Ok(()),
         None => Err(not_found(&config.task_id)),
     }
 }

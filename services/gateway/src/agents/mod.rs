@@ -200,6 +200,8 @@ pub struct AgentRegistry {
     agents: HashMap<String, Arc<dyn Agent>>,
     order: Vec<String>,
     default: String,
+    /// Built-in agents left out by `builtin_agents`: a message naming one is refused saying so.
+    disabled: Vec<String>,
     /// Bumped whenever an agent's card or health changes (cards are rebuilt from it).
     changes: Arc<watch::Sender<u64>>,
 }
@@ -207,15 +209,33 @@ pub struct AgentRegistry {
 impl AgentRegistry {
     /// The built-in agents: `echo` (the default) and `scenario`.
     pub fn builtin() -> Self {
+        Self::with_builtins(&Self::BUILTIN.map(str::to_owned))
+    }
+
+    /// The built-in agents named in `enabled` (`builtin_agents`); `echo` stays the default
+    /// name, so a registry without it needs `set_default`.
+    pub fn with_builtins(enabled: &[String]) -> Self {
         let mut r = Self {
             agents: HashMap::new(),
             order: Vec::new(),
             default: "echo".into(),
+            disabled: Vec::new(),
             changes: Arc::new(watch::channel(0).0),
         };
-        r.add(Arc::new(EchoAgent));
-        r.add(Arc::new(ScenarioAgent));
+        let builtins: [Arc<dyn Agent>; 2] = [Arc::new(EchoAgent), Arc::new(ScenarioAgent)];
+        for agent in builtins {
+            if enabled.iter().any(|n| n == agent.name()) {
+                r.add(agent);
+            } else {
+                r.disabled.push(agent.name().to_owned());
+            }
+        }
         r
+    }
+
+    /// Whether `name` is a built-in agent this gateway leaves out (`builtin_agents`).
+    pub fn is_disabled(&self, name: &str) -> bool {
+        self.disabled.iter().any(|n| n == name)
     }
 
     /// Names of the built-in agents (upstream agents may not reuse them).
@@ -223,6 +243,7 @@ impl AgentRegistry {
 
     pub fn add(&mut self, agent: Arc<dyn Agent>) {
         let name = agent.name().to_owned();
+        self.disabled.retain(|n| *n != name);
         if self.agents.insert(name.clone(), agent).is_none() {
             self.order.push(name);
         }
@@ -238,6 +259,11 @@ impl AgentRegistry {
     }
 
     pub fn set_default(&mut self, name: &str) -> Result<(), String> {
+        if self.is_disabled(name) {
+            return Err(format!(
+                "default agent {name:?} is a built-in agent that builtin_agents leaves out"
+            ));
+        }
         if !self.agents.contains_key(name) {
             return Err(format!("default agent {name:?} is not a known agent"));
         }

@@ -154,7 +154,15 @@ impl AgentRegistry {
     ) -> Result<Route, A2aError> {
         if !tenant.is_empty() {
             let agent = self.get(tenant).ok_or_else(|| {
-                A2aError::invalid_params("tenant", format!("no agent named {tenant:?}"))
+                let why = if self.is_disabled(tenant) {
+                    format!(
+                        "the built-in agent {tenant:?} is not enabled on this gateway \
+                         (builtin_agents)"
+                    )
+                } else {
+                    format!("no agent named {tenant:?}")
+                };
+                A2aError::invalid_params("tenant", why)
             })?;
             if !available(agent.as_ref()) {
                 return Err(unavailable(tenant));

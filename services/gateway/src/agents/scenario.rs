@@ -3,7 +3,9 @@
 //! defaults 1, 0, `"completed"`). It goes WORKING, emits N text chunks of one artifact
 //! (`append` / `lastChunk`) M ms apart, then ends as E: `completed`, `failed`, `rejected`,
 //! `input-required` (the next message on the task completes it), `auth-required`, `message`
-//! (reply with a Message, no task) or `hang` (stays WORKING until canceled).
+//! (reply with a Message, no task) or `hang` (stays WORKING until canceled, or until the
+//! runner fails the turn at its maximum duration, `limits.max_turn_secs`). A test tool: off
+//! outside embedded mode unless `builtin_agents` lists it.
 
 use std::time::Duration;
 

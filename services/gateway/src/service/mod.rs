@@ -10,6 +10,7 @@ mod card;
 mod follow;
 mod idempotency;
 mod push;
+mod quota;
 mod runner;
 mod takeover;
 mod tasks;
@@ -34,6 +35,7 @@ use crate::config::FileConfig;
 
 pub use card::{CardDocument, agent_card_path};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
+pub use quota::QuotaConfig;
 pub use validate::negotiate_version;
 
 /// Who is asking, and with which service parameters.
@@ -117,6 +119,8 @@ struct Inner {
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Bounds open streams (SSE and, later, gRPC server streams).
     streams: Arc<Semaphore>,
+    /// What each owner holds in this process (`[limits.quotas]`).
+    quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
     /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
@@ -156,6 +160,7 @@ impl A2aService {
                 public_url: public_url.to_owned(),
                 auth,
                 streams: Arc::new(Semaphore::new(config.limits.max_streams)),
+                quotas: quota::Quotas::new(config.limits.quotas.clone()),
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
@@ -366,6 +371,7 @@ pub(crate) fn store_error(task_id: &str, e: StoreError) -> A2aError {
         StoreError::Conflict { .. } => {
             A2aError::UnsupportedOperation(format!("task {task_id} changed concurrently; retry"))
         }
+        StoreError::QuotaExceeded { quota, limit } => quota::refusal(quota, limit),
         other => {
             tracing::error!(task_id, error = %other, "task store error");
             A2aError::Internal("the task store failed".into())

@@ -22,6 +22,15 @@ impl A2aService {
         }
     }
 
+    /// `[limits.quotas]`'s push-config bounds, which the store checks as it inserts.
+    pub(crate) fn push_quota(&self) -> a2a_store::PushQuota {
+        let q = self.inner.quotas.config();
+        a2a_store::PushQuota {
+            per_task: q.push_configs_per_task,
+            per_owner: q.push_configs_per_owner,
+        }
+    }
+
     pub async fn create_push_config(
         &self,
         ctx: &RequestContext,
@@ -37,7 +46,7 @@ impl A2aService {
         let task_id = cfg.task_id.clone();
         self.inner
             .store
-            .put_push_config(&ctx.owner, cfg)
+            .put_push_config(&ctx.owner, cfg, self.push_quota())
             .await
             .map_err(|e| store_error(&task_id, e))
     }

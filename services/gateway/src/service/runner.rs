@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::follow::{Follow, settle};
 use super::idempotency::{self, KeyHold, Keyed};
+use super::quota::{Quota, QuotaGuard};
 use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
 use crate::agents::{Agent, AgentEvent, AgentEvents, AgentRequest, accepts};
 use crate::upstream::queue::Priority;
@@ -78,6 +79,9 @@ pub(super) struct Turn {
     pub priority: Priority,
     /// The idempotency key this send holds, kept once the turn reaches its task.
     pub key: Option<KeyHold>,
+    /// The owner's running-turn unit (`running_turns_per_owner`): dropped with the turn, when
+    /// its runner ends however it ends.
+    pub _quota: QuotaGuard,
 }
 
 /// How a turn starts. A taken-over turn's task exists (`Turn::continues` is its sequence
@@ -118,6 +122,14 @@ impl A2aService {
         ctx: &RequestContext,
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2aError> {
+        let blocking = !req
+            .configuration
+            .as_ref()
+            .is_some_and(|c| c.return_immediately);
+        // Held while this call waits (dropped with it, a client disconnect included).
+        let _waiting = blocking
+            .then(|| self.inner.quotas.acquire(Quota::BlockingSends, &ctx.owner))
+            .transpose()?;
         let (turn, opts) = match self.prepare_turn(ctx, req).await? {
             Prepared::Turn(turn, opts) => (*turn, opts),
             Prepared::Replay(task_id, opts) => {
@@ -154,7 +166,7 @@ impl A2aService {
         req: SendMessageRequest,
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
-        let permit = self.stream_permit()?;
+        let permit = self.stream_permit(ctx)?;
         let turn = match self.prepare_turn(ctx, req).await? {
             Prepared::Turn(turn, _) => *turn,
             Prepared::Replay(task_id, _) => {
@@ -304,6 +316,9 @@ impl A2aService {
                 }
             }
         };
+        // After the key: a retry that is answered from its first send starts no turn. A refused
+        // send drops its key hold, which frees the key.
+        let quota = self.inner.quotas.acquire(Quota::RunningTurns, &ctx.owner)?;
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),
@@ -322,6 +337,7 @@ impl A2aService {
             resume: Resume::No,
             priority,
             key,
+            _quota: quota,
         };
         Ok(Prepared::Turn(Box::new(turn), opts))
     }
@@ -449,6 +465,16 @@ impl A2aService {
         {
             return runner.fail(e).await;
         }
+        // The turn's bound (`max_turn_secs`) runs from here: the agent starts on it.
+        let max_turn = self.max_turn(turn.agent.name());
+        let deadline = async move {
+            match max_turn {
+                Some(limit) => tokio::time::sleep(limit).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(deadline);
+        let mut timed_out = false;
         // The agent runs inside this task (no second spawn per turn); a panic in it fails the
         // task instead of killing the runner.
         let run = match turn.resume {
@@ -464,10 +490,34 @@ impl A2aService {
             tokio::select! {
                 biased;
                 _ = turn.cancel.cancelled() => {
-                    if let Err(e) = runner.settle(TaskState::Canceled, None).await {
-                        tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the cancel");
+                    let (state, text) = match max_turn.filter(|_| timed_out) {
+                        Some(limit) => (TaskState::Failed, Some(format!(
+                            "the turn of agent {} exceeded its maximum duration of {} s and was \
+                             stopped",
+                            turn.agent.name(),
+                            limit.as_secs()
+                        ))),
+                        None => (TaskState::Canceled, None),
+                    };
+                    if timed_out && !runner.exists() {
+                        // Nothing was answered yet: the caller gets the error itself.
+                        let text = text.unwrap_or_default();
+                        runner.fail(A2aError::Unavailable(text)).await;
+                        break;
+                    }
+                    if let Err(e) = runner.settle(state, text).await {
+                        tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the end of the turn");
                     }
                     break;
+                }
+                // Ends the turn as a cancel does (an upstream agent forwards it upstream),
+                // but the task fails, saying why.
+                () = &mut deadline, if !timed_out => {
+                    timed_out = true;
+                    tracing::warn!(task_id = %turn.request.task_id, agent = turn.agent.name(), "turn exceeded its maximum duration");
+                    metrics::counter!("a2a_turns_timed_out_total", "agent" => turn.agent.name().to_owned())
+                        .increment(1);
+                    turn.cancel.cancel();
                 }
                 event = rx.recv() => match event {
                     Some(event) => {
@@ -579,6 +629,22 @@ impl A2aService {
             }
         };
         publish.instrument(span).await
+    }
+}
+
+impl A2aService {
+    /// The bound on one turn of `agent`: its `[[agents]] max_turn_secs`, else
+    /// `[limits] builtin_max_turn_secs`, else `[limits] max_turn_secs`; `None` when that is 0.
+    fn max_turn(&self, agent: &str) -> Option<Duration> {
+        let config = &self.inner.config;
+        let secs = config
+            .agents
+            .iter()
+            .find(|a| a.name == agent)
+            .and_then(|a| a.max_turn_secs)
+            .or_else(|| config.limits.builtin_max_turn_secs.get(agent).copied())
+            .unwrap_or(config.limits.max_turn_secs);
+        (secs > 0).then(|| Duration::from_secs(secs))
     }
 }
 
@@ -723,6 +789,7 @@ impl Runner<'_> {
             .await
             .map_err(|e| store_error(&req.task_id, e))?;
         crate::metrics::committed(self.turn.agent.name(), true, &events);
+        let mut registered = Ok(());
         if let Some(cfg) = &self.turn.push_config {
             let cfg = TaskPushNotificationConfig {
                 tenant: String::new(),
@@ -734,10 +801,12 @@ impl Runner<'_> {
                 task_id: req.task_id.clone(),
                 ..cfg.clone()
             };
-            store
-                .put_push_config(&self.turn.owner, cfg)
+            let quota = self.svc.push_quota();
+            registered = store
+                .put_push_config(&self.turn.owner, cfg, quota)
                 .await
-                .map_err(|e| store_error(&req.task_id, e))?;
+                .map(|_| ())
+                .map_err(|e| store_error(&req.task_id, e));
         }
         let last = events.len() as u64;
         self.svc
@@ -746,6 +815,8 @@ impl Runner<'_> {
         self.current = Some((snapshot, last));
         // The caller starts from the task as created; the later events reach it as events.
         self.announce(&task, 1);
+        // The task exists: a config refused (a quota) or not stored ends it FAILED, saying why.
+        registered?;
         if let Some(ids) = self.upstream.take() {
             self.record_upstream(ids).await?;
         }

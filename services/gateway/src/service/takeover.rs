@@ -148,6 +148,11 @@ impl A2aService {
                 cancel: CancellationToken::new(),
                 resume,
                 priority,
+                // A turn taken over is never refused, but it counts against its owner here.
+                _quota: self
+                    .inner
+                    .quotas
+                    .force(super::quota::Quota::RunningTurns, &rec.owner),
             };
             drop(self.start_turn(turn));
         }

@@ -14,6 +14,7 @@ use a2a_types::wkt::Timestamp;
 use futures::StreamExt;
 
 use super::follow::{Follow, settle};
+use super::quota::{Quota, QuotaGuard};
 use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
 
 const DEFAULT_PAGE_SIZE: i32 = 50;
@@ -208,7 +209,7 @@ impl A2aService {
         self.require_streaming()?;
         validate::required_id(&req.id, "id")?;
         ctx.span.record("a2a.task_id", req.id.as_str());
-        let permit = self.stream_permit()?;
+        let permit = self.stream_permit(ctx)?;
         // Subscribe before reading the snapshot, so nothing falls between the two.
         let bus = self.subscribe_bus(&req.id).await?;
         let rec = self
@@ -319,12 +320,30 @@ impl A2aService {
         Ok(futures::stream::iter(replay).chain(tail).boxed())
     }
 
-    pub(crate) fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, A2aError> {
-        self.inner.streams.clone().try_acquire_owned().map_err(|_| {
-            A2aError::Unavailable(format!(
-                "too many open streams (limit {}); retry later",
-                self.inner.config.limits.max_streams
-            ))
+    /// A stream's place: one of the process's `max_streams` and one of the owner's
+    /// `streams_per_owner`, both given back when the stream is dropped.
+    pub(crate) fn stream_permit(&self, ctx: &RequestContext) -> Result<StreamPermit, A2aError> {
+        let quota = self.inner.quotas.acquire(Quota::Streams, &ctx.owner)?;
+        let permit = self
+            .inner
+            .streams
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                A2aError::Unavailable(format!(
+                    "too many open streams (limit {}); retry later",
+                    self.inner.config.limits.max_streams
+                ))
+            })?;
+        Ok(StreamPermit {
+            _permit: permit,
+            _quota: quota,
         })
     }
+}
+
+/// Held by an open stream (see [`A2aService::stream_permit`]).
+pub(crate) struct StreamPermit {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _quota: QuotaGuard,
 }

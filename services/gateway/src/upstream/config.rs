@@ -15,6 +15,7 @@ use serde::Deserialize;
 /// queue_capacity = 64                       # turns waiting beyond that; more are refused
 /// weight = 1.0                              # multiplies its routing score
 /// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
+/// max_turn_secs = 600                       # default [limits] max_turn_secs
 /// ```
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +47,10 @@ pub struct AgentConfig {
     /// Bound on one upstream call (a stream: until it opens).
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,
+    /// Bound on one turn (`[limits] max_turn_secs` when absent; 0 = none): then the task
+    /// fails and the upstream task is canceled.
+    #[serde(default)]
+    pub max_turn_secs: Option<u64>,
 }
 
 /// What the gateway presents to the upstream, according to the upstream card's security

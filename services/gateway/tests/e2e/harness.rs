@@ -119,7 +119,11 @@ impl TestGateway {
         database: Option<a2a_testing::TestDatabase>,
         env: &[(&str, String)],
     ) -> Self {
-        let file = FileConfig::parse(toml).expect("test config parses");
+        let mut file = FileConfig::parse(toml).expect("test config parses");
+        // The tests drive the `scenario` test agent, which a deployment on PostgreSQL or Redis
+        // enables on purpose; a test that leaves it out says so (`builtin_agents = ["echo"]`).
+        file.builtin_agents
+            .get_or_insert_with(|| vec!["echo".into(), "scenario".into()]);
         let addr = listener.local_addr().unwrap();
         let listen = addr.to_string();
         let config = Config::from_parts(file, |k| match k {

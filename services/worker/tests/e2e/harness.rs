@@ -58,9 +58,13 @@ impl Deployment {
             ),
             ("A2A_PUSH_ALLOWED_HOSTS", allowed_hosts.to_owned()),
         ]);
-        let file = admin_with.map_or_else(FileConfig::default, |toml| {
+        let mut file = admin_with.map_or_else(FileConfig::default, |toml| {
             FileConfig::parse(toml).expect("test config parses")
         });
+        // The tests drive the `scenario` test agent, which a deployment on PostgreSQL enables
+        // on purpose.
+        file.builtin_agents
+            .get_or_insert_with(|| vec!["echo".into(), "scenario".into()]);
         let config = Config::from_parts(file, |k| env.get(k).cloned()).unwrap();
         app::migrate(&config).await.expect("migrations apply");
         let stop = CancellationToken::new();

@@ -21,6 +21,8 @@ fn command(database_url: &str) -> Command {
         .env_remove("A2A_MIGRATE")
         .env("A2A_DATABASE_URL", database_url)
         .env("A2A_LISTEN", "127.0.0.1:0")
+        // The tests drive the `scenario` test agent, off by default on PostgreSQL.
+        .env("A2A_BUILTIN_AGENTS", "echo,scenario")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1");
     cmd
