@@ -341,7 +341,11 @@ fn db_transactions(db_url: &str) -> Result<u64> {
         .arg("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
         .output()
         .context("psql")?;
-    anyhow::ensure!(out.status.success(), "psql: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "psql: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
 }
 

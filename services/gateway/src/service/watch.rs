@@ -65,10 +65,13 @@ impl Drop for WatchGuard {
     }
 }
 
+/// The followers of each task, by task id.
+type Followed = Mutex<HashMap<String, Vec<Arc<Watched>>>>;
+
 /// The process's followed tasks.
 #[derive(Clone, Default)]
 pub(crate) struct Watch {
-    tasks: Arc<Mutex<HashMap<String, Vec<Arc<Watched>>>>>,
+    tasks: Arc<Followed>,
 }
 
 impl Watch {
