@@ -124,6 +124,8 @@ pub struct FileConfig {
     pub push: PushConfig,
     /// Safe retries of SendMessage (`Idempotency-Key`).
     pub idempotency: IdempotencyConfig,
+    /// How long terminal tasks are kept, and how many tasks the in-memory store holds.
+    pub retention: crate::retention::RetentionConfig,
 }
 
 /// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an

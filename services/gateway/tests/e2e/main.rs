@@ -21,6 +21,7 @@ mod push_delivery;
 mod readme;
 mod redis;
 mod rest;
+mod retention;
 mod streams;
 mod traces;
 mod upstream;
