@@ -150,7 +150,8 @@ impl MemoryTaskStore {
     }
 
     /// The push configs of a task (any owner) in creation order and the sequence number its
-    /// delivery starts after; `None` when it has none. For in-process push delivery, the
+    /// delivery goes on after (what [`advance_push`](Self::advance_push) recorded, else the
+    /// event before the one current when its first config came); `None` when it has none. For in-process push delivery, the
     /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
     /// binding.
     pub fn push_targets(&self, task_id: &str) -> Option<(Vec<TaskPushNotificationConfig>, u64)> {
