@@ -86,3 +86,27 @@ async fn an_expired_task_is_not_found_on_every_binding() {
     );
     gw.ok("CancelTask", json!({"id": hang})).await;
 }
+
+/// The embedded gateway's bound: past `max_tasks`, the tasks that finished first are gone and
+/// the running one stays, whatever its age.
+#[tokio::test]
+async fn the_embedded_store_keeps_max_tasks_evicting_finished_tasks_first() {
+    let gw = TestGateway::embedded("[retention]\nmax_tasks = 3\n").await;
+    let hang = gw
+        .scenario(json!({"end": "hang"}), json!({"returnImmediately": true}))
+        .await;
+    let hang = hang["task"]["id"].as_str().unwrap().to_owned();
+    let mut done = Vec::new();
+    for n in 0..5 {
+        let task = gw.send_text(&format!("task {n}")).await;
+        done.push(task["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(gw.task_count().await, 3);
+    for gone in &done[..3] {
+        assert_eq!(gw.err_code("GetTask", json!({"id": gone})).await, -32001);
+    }
+    for kept in done[3..].iter().chain([&hang]) {
+        gw.ok("GetTask", json!({"id": kept})).await;
+    }
+    gw.ok("CancelTask", json!({"id": hang})).await;
+}
