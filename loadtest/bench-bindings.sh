@@ -41,7 +41,10 @@ BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
 LOAD="$CARGO_TARGET_DIR/release/a2a-loadtest"
 WORK=$(mktemp -d)
 
-RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &
+# Every task is kept ([retention] max_tasks = 0, no bound): the seed task is read throughout and
+# the count is checked afterwards.
+printf '[retention]\nmax_tasks = 0\n' >"$WORK/keep-all.toml"
+RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" A2A_CONFIG="$WORK/keep-all.toml" "$BIN" &
 GW=$!
 trap 'kill "$GW" 2>/dev/null || true; wait "$GW" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 BASE="http://127.0.0.1:$PORT"

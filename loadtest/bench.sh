@@ -33,8 +33,13 @@ command -v wrk >/dev/null || { echo "bench: wrk is not installed (apt-get instal
 BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
 SPANS="${TMPDIR:-/tmp}/bench-spans.$$"
 
+# Every task is kept ([retention] max_tasks = 0, no bound), so that the count can be checked
+# afterwards; loadtest/bench-memory.sh measures the default bound.
+KEEP_ALL="${TMPDIR:-/tmp}/bench-keep-all.$$.toml"
+printf '[retention]\nmax_tasks = 0\n' >"$KEEP_ALL"
+export A2A_CONFIG="$KEEP_ALL"
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -f "$KEEP_ALL"' EXIT
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" "$BIN" &
 PIDS+=($!)
 RUST_LOG=warn A2A_LISTEN="127.0.0.1:$MPORT" A2A_ADMIN_LISTEN="127.0.0.1:$ADMIN" "$BIN" &

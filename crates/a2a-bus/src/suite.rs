@@ -31,7 +31,8 @@ macro_rules! bus_conformance_suite {
     };
 }
 
-fn status_event(task_id: &str, seq: u64, state: TaskState) -> BusEvent {
+/// A status event of `task_id` with sequence number `seq`.
+pub fn status_event(task_id: &str, seq: u64, state: TaskState) -> BusEvent {
     BusEvent {
         task_id: task_id.into(),
         seq,

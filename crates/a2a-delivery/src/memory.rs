@@ -1,9 +1,10 @@
-//! The delivery state of the embedded gateway, beside its in-memory task store: configs and
-//! events come from the [`MemoryTaskStore`], progress is kept here. One process delivers, so a
-//! lease is always its own; the delivery log is left to tracing (there is no table to query),
-//! and dead letters are kept, the most recent [`DEAD_LETTERS_KEPT`], for inspection.
+//! The delivery state of the embedded gateway, beside its in-memory task store: configs,
+//! events and progress are kept by the [`MemoryTaskStore`] with each task (so that retention
+//! deletes them with it, and nothing here grows per task). One process delivers, so a lease is
+//! always its own; the delivery log is left to tracing (there is no table to query), and dead
+//! letters are kept, the most recent [`DEAD_LETTERS_KEPT`], for inspection.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,8 +20,6 @@ pub const DEAD_LETTERS_KEPT: usize = 1000;
 
 pub struct MemoryDeliveryStore {
     tasks: Arc<MemoryTaskStore>,
-    /// Per task: every event up to this sequence number is done.
-    progress: Mutex<HashMap<String, u64>>,
     dead_letters: Mutex<VecDeque<NewDeadLetter>>,
 }
 
@@ -28,7 +27,6 @@ impl MemoryDeliveryStore {
     pub fn new(tasks: Arc<MemoryTaskStore>) -> Self {
         Self {
             tasks,
-            progress: Mutex::default(),
             dead_letters: Mutex::default(),
         }
     }
@@ -37,10 +35,6 @@ impl MemoryDeliveryStore {
     pub fn dead_letters(&self) -> Vec<NewDeadLetter> {
         let kept = self.dead_letters.lock().unwrap_or_else(|e| e.into_inner());
         kept.iter().cloned().collect()
-    }
-
-    fn progress(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -53,10 +47,9 @@ impl DeliveryStore for MemoryDeliveryStore {
         _first_seq: u64,
         _lease: Duration,
     ) -> StoreResult<ClaimOutcome> {
-        let Some((configs, from)) = self.tasks.push_targets(task_id) else {
+        let Some((configs, delivered)) = self.tasks.push_targets(task_id) else {
             return Ok(ClaimOutcome::NoConfigs);
         };
-        let delivered = *self.progress().entry(task_id.to_owned()).or_insert(from);
         Ok(ClaimOutcome::Claimed {
             delivered_seq: delivered,
             configs,
@@ -74,9 +67,7 @@ impl DeliveryStore for MemoryDeliveryStore {
         seq: u64,
         _release: bool,
     ) -> StoreResult<bool> {
-        let mut progress = self.progress();
-        let done = progress.entry(task_id.to_owned()).or_default();
-        *done = (*done).max(seq);
+        self.tasks.advance_push(task_id, seq);
         Ok(true)
     }
 

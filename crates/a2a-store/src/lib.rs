@@ -354,6 +354,19 @@ pub trait TaskStore: Send + Sync + 'static {
     /// may call it at once: with PostgreSQL one of them sweeps at a time, the others get 0.
     async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64>;
 
+    /// Retention: deletes at most `limit` terminal tasks that became terminal before `before`,
+    /// oldest first, with everything kept for them (events, history, artifacts, push configs,
+    /// push delivery progress, dispatch marks, idempotency keys naming them); returns how many.
+    /// Non-terminal tasks are never deleted. Several processes may call it at once: with
+    /// PostgreSQL one of them deletes at a time, the others get 0.
+    async fn purge_tasks(&self, before: std::time::SystemTime, limit: usize) -> StoreResult<u64>;
+
+    /// Deletes the dispatch leases that expired more than `grace` ago: replicas gone for good.
+    /// A store that only one process uses (in memory) keeps no leases.
+    async fn purge_stale_leases(&self, _grace: std::time::Duration) -> StoreResult<u64> {
+        Ok(0)
+    }
+
     /// Renews the dispatch lease of `replica` for `lease`, then claims for it at most `limit`
     /// running tasks (SUBMITTED or WORKING) whose dispatcher's lease has expired. A store that
     /// only one process uses (in memory) has no other replica to take over from.

@@ -1,12 +1,19 @@
 //! The in-memory store of embedded mode: one lock over a map of tasks plus, per owner, an ordered
 //! index on (status timestamp desc, id desc) so ListTasks is a range scan like the SQL keyset.
+//!
+//! Retention keeps it bounded: terminal tasks are queued in the order they became terminal, and
+//! both the time to live ([`TaskStore::purge_tasks`]) and the bound on stored tasks
+//! ([`MemoryTaskStore::with_max_tasks`]) delete from the front of that queue, so each deletion
+//! is O(1) amortised and a task that is not terminal is never deleted. Everything kept for a
+//! task lives in its entry or is indexed by its id (idempotency keys), and goes with it.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::RwLock;
+use std::time::SystemTime;
 
-use a2a_types::state::{state_of, trim_history};
+use a2a_types::state::{is_terminal, state_of, trim_history};
 use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use base64::Engine;
@@ -19,10 +26,14 @@ use crate::{
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
+/// (owner, idempotency key).
+type KeySlot = (String, String);
 
 #[derive(Default)]
 pub struct MemoryTaskStore {
     inner: RwLock<Inner>,
+    /// Tasks kept at most (0 = no bound): past it, the oldest terminal tasks are deleted.
+    max_tasks: usize,
 }
 
 #[derive(Default)]
@@ -32,7 +43,13 @@ struct Inner {
     tasks: HashMap<String, Box<Entry>>,
     by_owner: HashMap<String, BTreeSet<OrderKey>>,
     /// (owner, idempotency key) → the request that holds it.
-    keys: HashMap<(String, String), KeyEntry>,
+    keys: HashMap<KeySlot, KeyEntry>,
+    /// The keys of `keys` by the task they name, so a deleted task takes its keys along.
+    /// *Invariant*: a slot is listed under a task id exactly when its key names that task.
+    keys_by_task: HashMap<String, Vec<KeySlot>>,
+    /// Terminal tasks in the order they became terminal, with when: retention deletes from the
+    /// front. Every id in it is in `tasks` (this queue is the only way tasks are deleted).
+    terminal: VecDeque<(SystemTime, String)>,
     /// Per owner, the tasks that have (or had) push configs: counting an owner's configs reads
     /// only those. A task removed from `tasks`, or left without configs, is pruned while
     /// counting, so whatever deletes tasks need not keep this in step.
@@ -70,6 +87,9 @@ struct Entry {
     /// Where push delivery starts: the sequence number before the task's current event when
     /// its first push config was stored (as `push_progress` starts on PostgreSQL).
     push_from: Option<u64>,
+    /// How far push delivery has gone: every event up to this sequence number is done (kept
+    /// here, not by the delivery, so that it goes with the task).
+    push_delivered: Option<u64>,
 }
 
 fn order_key(task: &Task) -> OrderKey {
@@ -86,12 +106,56 @@ fn poisoned<T>(_: T) -> StoreError {
 }
 
 impl MemoryTaskStore {
+    /// A store without a bound on its tasks (tests; the gateway uses [`Self::with_max_tasks`]).
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// A store that keeps at most `max_tasks` tasks (0 = no bound) by deleting the oldest
+    /// terminal tasks (those that became terminal first) as new tasks come. Tasks that are not
+    /// terminal are never deleted: while every stored task is running, the store grows past
+    /// the bound, and shrinks back as they end.
+    pub fn with_max_tasks(max_tasks: usize) -> Self {
+        Self {
+            max_tasks,
+            ..Self::default()
+        }
+    }
+
+    /// How many tasks are stored.
+    pub fn len(&self) -> usize {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner.tasks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Deletes the oldest terminal tasks while more than `max_tasks` are stored; counted as
+    /// `a2a_retention_deleted_tasks_total{reason="max_tasks"}`. The entries are dropped here,
+    /// after the lock is released.
+    fn enforce_bound(&self, inner: &mut Inner) -> Vec<Entry> {
+        let mut gone = Vec::new();
+        if self.max_tasks == 0 {
+            return gone;
+        }
+        while inner.tasks.len() > self.max_tasks {
+            let Some((_, id)) = inner.terminal.pop_front() else {
+                break; // every task left is running: they are kept
+            };
+            gone.extend(inner.remove_task(&id).map(|entry| *entry));
+        }
+        if !gone.is_empty() {
+            metrics::counter!("a2a_retention_deleted_tasks_total", "reason" => "max_tasks")
+                .increment(gone.len() as u64);
+        }
+        gone
+    }
+
     /// The push configs of a task (any owner) in creation order and the sequence number its
-    /// delivery starts after; `None` when it has none. For in-process push delivery, the
+    /// delivery goes on after (what [`advance_push`](Self::advance_push) recorded, else the
+    /// event before the one current when its first config came); `None` when it has none. For in-process push delivery, the
     /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
     /// binding.
     pub fn push_targets(&self, task_id: &str) -> Option<(Vec<TaskPushNotificationConfig>, u64)> {
@@ -100,7 +164,18 @@ impl MemoryTaskStore {
         if entry.push_configs.is_empty() {
             return None;
         }
-        Some((entry.push_configs.clone(), entry.push_from.unwrap_or(0)))
+        let from = entry.push_delivered.or(entry.push_from).unwrap_or(0);
+        Some((entry.push_configs.clone(), from))
+    }
+
+    /// Records that push delivery of a task is done up to `seq` (it only moves forward; a task
+    /// deleted meanwhile is ignored). [`push_targets`](Self::push_targets) starts after it.
+    pub fn advance_push(&self, task_id: &str, seq: u64) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = inner.tasks.get_mut(task_id) {
+            let done = entry.push_delivered.get_or_insert(seq);
+            *done = (*done).max(seq);
+        }
     }
 
     /// Whether a task (any owner) has push configs: the cheap test before queueing an event
@@ -145,6 +220,52 @@ impl Inner {
             _ => false,
         });
         count
+    }
+
+    /// Queues a task that just became terminal for retention.
+    fn terminated(&mut self, task_id: &str) {
+        self.terminal
+            .push_back((SystemTime::now(), task_id.to_owned()));
+    }
+
+    /// Removes a task and everything indexed by it; returns its entry (to be dropped outside
+    /// the lock).
+    fn remove_task(&mut self, task_id: &str) -> Option<Box<Entry>> {
+        let entry = self.tasks.remove(task_id)?;
+        let owner = &entry.record.owner;
+        if let Some(index) = self.by_owner.get_mut(owner) {
+            index.remove(&order_key(&entry.record.task));
+            if index.is_empty() {
+                self.by_owner.remove(owner);
+            }
+        }
+        for slot in self.keys_by_task.remove(task_id).unwrap_or_default() {
+            self.keys.remove(&slot);
+        }
+        Some(entry)
+    }
+
+    fn set_key(&mut self, slot: KeySlot, entry: KeyEntry) {
+        let task_id = entry.held.task_id.clone();
+        if let Some(old) = self.keys.insert(slot.clone(), entry) {
+            self.unindex_key(&old.held.task_id, &slot);
+        }
+        self.keys_by_task.entry(task_id).or_default().push(slot);
+    }
+
+    fn remove_key(&mut self, slot: &KeySlot) {
+        if let Some(old) = self.keys.remove(slot) {
+            self.unindex_key(&old.held.task_id, slot);
+        }
+    }
+
+    fn unindex_key(&mut self, task_id: &str, slot: &KeySlot) {
+        if let Some(slots) = self.keys_by_task.get_mut(task_id) {
+            slots.retain(|s| s != slot);
+            if slots.is_empty() {
+                self.keys_by_task.remove(task_id);
+            }
+        }
     }
 
     fn owned(&self, owner: &str, task_id: &str) -> Option<&Entry> {
@@ -202,6 +323,9 @@ impl TaskStore for MemoryTaskStore {
         let mut task = new.task;
         let mut events = vec![created_event(&task)];
         events.extend(apply_changes(&mut task, 2, changes)?);
+        if is_terminal(state_of(&task)) {
+            inner.terminated(&id);
+        }
         inner
             .by_owner
             .entry(new.owner.clone())
@@ -221,8 +345,12 @@ impl TaskStore for MemoryTaskStore {
                 events: events.clone(),
                 push_configs: Vec::new(),
                 push_from: None,
+                push_delivered: None,
             }),
         );
+        let gone = self.enforce_bound(&mut inner);
+        drop(inner);
+        drop(gone);
         Ok((events, task))
     }
 
@@ -260,6 +388,13 @@ impl TaskStore for MemoryTaskStore {
         {
             index.remove(&old_key);
             index.insert(new_key);
+        }
+        // Terminal tasks take no appends, so a task is queued once, when it ends.
+        if is_terminal(state_of(&task)) {
+            inner.terminated(task_id);
+            let gone = self.enforce_bound(inner);
+            drop(guard);
+            drop(gone);
         }
         Ok((events, task))
     }
@@ -473,7 +608,7 @@ impl TaskStore for MemoryTaskStore {
         match inner.keys.get(&slot) {
             Some(e) if !e.expired(now) => Ok(KeyClaim::Held(e.held.clone())),
             _ => {
-                inner.keys.insert(slot, KeyEntry::new(req));
+                inner.set_key(slot, KeyEntry::new(req));
                 Ok(KeyClaim::Claimed)
             }
         }
@@ -484,7 +619,7 @@ impl TaskStore for MemoryTaskStore {
         let slot = (req.owner.clone(), req.key.clone());
         match inner.keys.get(&slot) {
             Some(e) if e.held.task_id == stale_task_id => {
-                inner.keys.insert(slot, KeyEntry::new(req));
+                inner.set_key(slot, KeyEntry::new(req));
                 Ok(true)
             }
             _ => Ok(false),
@@ -499,7 +634,7 @@ impl TaskStore for MemoryTaskStore {
             .get(&slot)
             .is_some_and(|e| e.held.task_id == task_id)
         {
-            inner.keys.remove(&slot);
+            inner.remove_key(&slot);
         }
         Ok(())
     }
@@ -515,9 +650,23 @@ impl TaskStore for MemoryTaskStore {
             .take(limit)
             .collect();
         for slot in &expired {
-            inner.keys.remove(slot);
+            inner.remove_key(slot);
         }
         Ok(expired.len() as u64)
+    }
+
+    async fn purge_tasks(&self, before: SystemTime, limit: usize) -> StoreResult<u64> {
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        let mut gone = Vec::new();
+        while gone.len() < limit
+            && let Some((at, _)) = inner.terminal.front()
+            && *at < before
+        {
+            let (_, id) = inner.terminal.pop_front().expect("the front was just seen");
+            gone.extend(inner.remove_task(&id));
+        }
+        drop(inner);
+        Ok(gone.len() as u64)
     }
 }
 
@@ -538,4 +687,133 @@ fn decode_offset(token: &str) -> StoreResult<usize> {
 #[cfg(test)]
 mod tests {
     crate::store_conformance_suite!(crate::MemoryTaskStore::new());
+
+    use a2a_types::v1::TaskState;
+
+    use super::*;
+    use crate::suite::status;
+
+    fn new_task(id: &str) -> NewTask {
+        NewTask {
+            owner: "alice".into(),
+            agent: "echo".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                ..Default::default()
+            },
+        }
+    }
+
+    async fn ids(store: &MemoryTaskStore) -> Vec<String> {
+        let q = ListQuery {
+            page_size: 100,
+            ..Default::default()
+        };
+        let mut ids: Vec<String> = store
+            .list("alice", &q)
+            .await
+            .unwrap()
+            .tasks
+            .into_iter()
+            .map(|t| t.id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Past `max_tasks`, the task that became terminal first is deleted; a task that is not
+    /// terminal never is, so a store of running tasks grows past the bound until they end.
+    #[tokio::test]
+    async fn max_tasks_evicts_the_oldest_terminal_tasks_only() {
+        let store = MemoryTaskStore::with_max_tasks(3);
+        for id in ["r1", "r2", "r3", "r4"] {
+            store.create(new_task(id)).await.unwrap();
+        }
+        assert_eq!(store.len(), 4, "running tasks are never evicted");
+        // r3 ends before r2: it is the oldest terminal task, and the store is over its bound.
+        store
+            .append("r3", 1, status("r3", TaskState::Completed, 1))
+            .await
+            .unwrap();
+        assert_eq!(ids(&store).await, ["r1", "r2", "r4"]);
+        store
+            .append("r2", 1, status("r2", TaskState::Failed, 2))
+            .await
+            .unwrap();
+        assert_eq!(store.len(), 3, "at the bound: nothing to evict");
+        store
+            .append("r1", 1, status("r1", TaskState::Canceled, 3))
+            .await
+            .unwrap();
+        // A new task pushes out the terminal task that ended first (r2), not r1 nor r4.
+        store.create(new_task("n1")).await.unwrap();
+        assert_eq!(ids(&store).await, ["n1", "r1", "r4"]);
+        store.create(new_task("n2")).await.unwrap();
+        assert_eq!(ids(&store).await, ["n1", "n2", "r4"]);
+        // Only running tasks left: the bound gives way again.
+        store.create(new_task("n3")).await.unwrap();
+        assert_eq!(ids(&store).await, ["n1", "n2", "n3", "r4"]);
+        assert!(matches!(
+            store.events_after("alice", "r1", 0).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    /// What an evicted task leaves behind: nothing in any index (owners, keys, the queue).
+    #[tokio::test]
+    async fn an_evicted_task_takes_everything_with_it() {
+        let store = MemoryTaskStore::with_max_tasks(1);
+        let day = std::time::Duration::from_secs(86_400);
+        for n in 0..100 {
+            let id = format!("t{n}");
+            let req = KeyRequest {
+                owner: format!("owner{n}"),
+                key: format!("k{n}"),
+                fingerprint: "fp".into(),
+                task_id: id.clone(),
+                after_seq: 0,
+                ttl: day,
+            };
+            store.claim_key(&req).await.unwrap();
+            let mut new = new_task(&id);
+            new.owner = req.owner.clone();
+            let done = vec![status(&id, TaskState::Completed, n)];
+            store.create_with(new, done).await.unwrap();
+        }
+        assert_eq!(store.len(), 1);
+        let inner = store.inner.read().unwrap();
+        assert_eq!(
+            inner.by_owner.len(),
+            1,
+            "owner indexes of evicted tasks are gone"
+        );
+        assert_eq!(inner.keys.len(), 1, "their idempotency keys too");
+        assert_eq!(inner.keys_by_task.len(), 1);
+        assert_eq!(inner.terminal.len(), 1);
+        assert!(inner.keys.contains_key(&("owner99".into(), "k99".into())));
+    }
+
+    /// Push delivery progress is kept with the task, and only moves forward.
+    #[tokio::test]
+    async fn push_progress_is_kept_with_the_task() {
+        let store = MemoryTaskStore::new();
+        store.create(new_task("t")).await.unwrap();
+        let config = TaskPushNotificationConfig {
+            task_id: "t".into(),
+            id: "hook".into(),
+            url: "https://hooks.example.com/a".into(),
+            ..Default::default()
+        };
+        store
+            .put_push_config("alice", config, crate::PushQuota::NONE)
+            .await
+            .unwrap();
+        assert_eq!(store.push_targets("t").unwrap().1, 0);
+        store.advance_push("t", 3);
+        store.advance_push("t", 2);
+        assert_eq!(store.push_targets("t").unwrap().1, 3);
+        store.advance_push("gone", 1);
+        assert!(store.push_targets("gone").is_none());
+    }
 }

@@ -223,6 +223,14 @@ impl TaskStore for Metered {
         forward!(self, "purge_expired_keys", purge_expired_keys(limit))
     }
 
+    async fn purge_tasks(&self, before: std::time::SystemTime, limit: usize) -> StoreResult<u64> {
+        forward!(self, "purge_tasks", purge_tasks(before, limit))
+    }
+
+    async fn purge_stale_leases(&self, grace: std::time::Duration) -> StoreResult<u64> {
+        forward!(self, "purge_stale_leases", purge_stale_leases(grace))
+    }
+
     async fn take_over(
         &self,
         replica: &str,

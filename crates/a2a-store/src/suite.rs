@@ -2,6 +2,10 @@
 //! [`store_conformance_suite!`](crate::store_conformance_suite), so the in-memory store and the
 //! PostgreSQL store are held to exactly the same behaviour.
 
+mod retention;
+
+pub use retention::*;
+
 use a2a_types::state::state_of;
 use a2a_types::v1::{
     Artifact, Message, Part, Role, StreamResponse, Task, TaskArtifactUpdateEvent,
@@ -29,7 +33,8 @@ macro_rules! store_conformance_suite {
             dispatch_marks_tell_queued_from_sent,
             idempotency_keys_are_per_owner_and_first_wins,
             expired_idempotency_keys_are_free_and_purged, changes_commit_together,
-            last_seqs_report_each_existing_task);
+            last_seqs_report_each_existing_task,
+            retention_deletes_exactly_the_expired_terminal_tasks);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

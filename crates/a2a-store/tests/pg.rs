@@ -117,10 +117,19 @@ impl TaskStore for TestStore {
     async fn purge_expired_keys(&self, n: usize) -> StoreResult<u64> {
         self.store.purge_expired_keys(n).await
     }
+    async fn purge_tasks(&self, before: std::time::SystemTime, n: usize) -> StoreResult<u64> {
+        self.store.purge_tasks(before, n).await
+    }
+    async fn purge_stale_leases(&self, grace: std::time::Duration) -> StoreResult<u64> {
+        self.store.purge_stale_leases(grace).await
+    }
     async fn ping(&self) -> StoreResult<()> {
         self.store.ping().await
     }
 }
+
+#[path = "pg/retention.rs"]
+mod retention;
 
 mod conformance {
     a2a_store::store_conformance_suite!(super::TestStore::new().await);

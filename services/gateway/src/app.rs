@@ -28,7 +28,8 @@ use crate::upstream::UpstreamAgent;
 /// connected on first use: while Redis is down, followers poll the event log), else the
 /// in-process bus. Push notifications are delivered by `a2a-worker` on PostgreSQL with Redis,
 /// in this process with the in-memory store ([`embedded_push`]), and not at all (so not
-/// declared) on PostgreSQL without Redis. Must run inside a tokio runtime.
+/// declared) on PostgreSQL without Redis. Terminal tasks are deleted by the retention sweep
+/// (and, in memory, beyond `[retention] max_tasks`). Must run inside a tokio runtime.
 pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService, String> {
     let mut file = config.file.clone();
     // With PostgreSQL, API keys may also live in its `api_keys` table (`a2a-gateway keys`).
@@ -40,7 +41,9 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
             (Arc::new(pg), Some(keys), None)
         }
         None => {
-            let memory = Arc::new(MemoryTaskStore::new());
+            let memory = Arc::new(MemoryTaskStore::with_max_tasks(
+                config.file.retention.max_tasks,
+            ));
             (memory.clone(), None, Some(memory))
         }
     };
@@ -99,6 +102,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     for agent in &upstream {
         agent.start(shutdown.clone());
     }
+    crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
     Ok(svc)
 }
 

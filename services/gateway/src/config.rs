@@ -133,6 +133,8 @@ pub struct FileConfig {
     pub push: PushConfig,
     /// Safe retries of SendMessage (`Idempotency-Key`).
     pub idempotency: IdempotencyConfig,
+    /// How long terminal tasks are kept, and how many tasks the in-memory store holds.
+    pub retention: crate::retention::RetentionConfig,
 }
 
 /// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an
@@ -662,6 +664,10 @@ mod tests {
         let c = Config::from_parts(f, env(&[])).unwrap();
         assert_eq!(c.file.default_agent.as_deref(), Some("echo"));
         assert!(c.file.extended_card.is_some());
+        let defaults = crate::retention::RetentionConfig::default();
+        assert_eq!(c.file.retention.task_ttl, defaults.task_ttl);
+        assert_eq!(c.file.retention.max_tasks, defaults.max_tasks);
+        assert_eq!(c.file.retention.sweep_interval, defaults.sweep_interval);
     }
 
     /// Debug output (what a log line or a panic message shows) holds no secret of the

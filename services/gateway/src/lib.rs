@@ -7,5 +7,6 @@ pub mod bindings;
 pub mod config;
 pub mod keys;
 pub mod metrics;
+pub mod retention;
 pub mod service;
 pub mod upstream;

@@ -1,8 +1,12 @@
 //! The Redis Streams bus (`A2A_REDIS_URL`): any replica serves any task's stream.
 //!
 //! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
-//! MAXLEN, expiry refreshed on every write) and to the worker stream `{prefix}events`, which the
-//! push worker reads through a consumer group. Each entry carries the task id (`t`), the sequence
+//! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
+//! task's terminal event) and to the worker stream `{prefix}events`, which the push worker reads
+//! through a consumer group. Every key is thus bounded: a task stream by its MAXLEN and its
+//! expiry (so the task streams together hold the events of the tasks active in the last hour,
+//! and of the tasks that ended in the last minute), the worker and control streams by their
+//! MAXLEN. Each entry carries the task id (`t`), the sequence
 //! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
 //! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
@@ -43,6 +47,10 @@ const TASK_MAXLEN: usize = 1000;
 const EVENTS_MAXLEN: usize = 100_000;
 /// A task stream outlives its last write by this long, then Redis drops it.
 const TASK_TTL_SECS: u64 = 3600;
+/// A task stream outlives its task's terminal event by this long: nothing more comes, so
+/// keeping it an hour would only make Redis hold every task that ended in that hour (at a few
+/// thousand tasks a second, millions of keys).
+const TERMINAL_TASK_TTL_SECS: u64 = 60;
 /// How long one XREAD waits before it is issued again (it returns at once when entries arrive).
 const BLOCK_MS: u64 = 1000;
 /// Entries taken per XREAD.
@@ -241,6 +249,10 @@ impl EventBus for RedisEventBus {
         if let Some(tp) = &event.trace {
             fields.push(("tp", tp.as_bytes()));
         }
+        let ttl = match event_state(&event.event).is_some_and(is_terminal) {
+            true => TERMINAL_TASK_TTL_SECS,
+            false => TASK_TTL_SECS,
+        };
         let mut pipe = redis::pipe();
         pipe.cmd("XADD")
             .arg(&key)
@@ -252,7 +264,7 @@ impl EventBus for RedisEventBus {
             .ignore()
             .cmd("EXPIRE")
             .arg(&key)
-            .arg(TASK_TTL_SECS)
+            .arg(ttl)
             .ignore()
             .cmd("XADD")
             .arg(events_key(&self.shared.prefix))

@@ -35,6 +35,41 @@ fn stream_ids_compare_numerically() {
     assert!(parse_id("9-10") > parse_id("9-9"));
 }
 
+/// Every key the bus writes is bounded: the task stream expires an hour after its last event,
+/// a minute after its terminal one, and the streams are capped by MAXLEN.
+#[tokio::test]
+async fn task_streams_expire_soon_after_their_terminal_event() {
+    let bus = bus().await;
+    let mut conn = bus.0.conn().await.unwrap();
+    let key = bus.0.task_key("t");
+    let ttl = |mut conn: ConnectionManager, key: String| async move {
+        redis::cmd("TTL")
+            .arg(&key)
+            .query_async::<i64>(&mut conn)
+            .await
+            .unwrap()
+    };
+    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    let running = ttl(conn.clone(), key.clone()).await;
+    assert!(
+        running > 3000 && running <= TASK_TTL_SECS as i64,
+        "{running}"
+    );
+    let done = crate::suite::status_event("t", 2, a2a_types::v1::TaskState::Completed);
+    bus.publish(done).await.unwrap();
+    let ended = ttl(conn.clone(), key.clone()).await;
+    assert!(
+        ended > 0 && ended <= TERMINAL_TASK_TTL_SECS as i64,
+        "{ended}"
+    );
+    let len: u64 = redis::cmd("XLEN")
+        .arg(events_key(&bus.0.shared.prefix))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(len, 2);
+}
+
 #[tokio::test]
 async fn events_round_trip_through_the_encoding() {
     let ev = crate::suite::working("t", 3);

@@ -18,7 +18,8 @@
 //!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
-//! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`:
+//! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`,
+//!   `purge_tasks` (up to its limit of tasks with all their rows), `purge_stale_leases`:
 //!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
 //! - `ping`: 1 statement.
 
@@ -30,6 +31,7 @@ mod dispatch;
 mod keys;
 mod push;
 mod read;
+mod retention;
 mod write;
 
 use std::collections::HashMap;
@@ -56,6 +58,7 @@ pub use delivery::{
     AttemptRecord, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
 };
 pub use keys::{ApiKeyRecord, PgApiKeys};
+pub use retention::TASK_SWEEP_LOCK;
 
 /// The schema, embedded from `migrations/`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations");
@@ -375,6 +378,14 @@ impl TaskStore for PgTaskStore {
 
     async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64> {
         dispatch::purge_expired_keys(&self.pool, limit).await
+    }
+
+    async fn purge_tasks(&self, before: std::time::SystemTime, limit: usize) -> StoreResult<u64> {
+        retention::purge_tasks(&self.pool, before, limit).await
+    }
+
+    async fn purge_stale_leases(&self, grace: Duration) -> StoreResult<u64> {
+        retention::purge_stale_leases(&self.pool, grace).await
     }
 
     async fn take_over(

@@ -116,10 +116,7 @@ impl Watch {
 
 /// One round: wakes every follower whose task's log is past it. `false` once the registry is
 /// gone.
-async fn check(
-    tasks: &Weak<Mutex<HashMap<String, Vec<Arc<Watched>>>>>,
-    store: &dyn TaskStore,
-) -> bool {
+async fn check(tasks: &Weak<Followed>, store: &dyn TaskStore) -> bool {
     let ids: Vec<String> = match tasks.upgrade() {
         Some(t) => t
             .lock()

@@ -81,7 +81,7 @@ async fn isolation_matrix_on_every_binding() {
     }
 }
 
-const OPS: [&str; 8] = [
+pub const OPS: [&str; 8] = [
     "GetTask",
     "CancelTask",
     "SubscribeToTask",
@@ -93,7 +93,7 @@ const OPS: [&str; 8] = [
 ];
 
 /// The outcome of `op` on task `id`, as comparable text.
-async fn run(c: &A2aClient, op: &str, id: &str) -> String {
+pub async fn run(c: &A2aClient, op: &str, id: &str) -> String {
     let id = id.to_owned();
     let outcome: Result<String, ClientError> = match op {
         "GetTask" => c

@@ -22,6 +22,7 @@ mod quotas;
 mod readme;
 mod redis;
 mod rest;
+mod retention;
 mod streams;
 mod traces;
 mod upstream;
