@@ -182,11 +182,11 @@ impl LogSink {
     }
 }
 
-/// The span of one delivery attempt (disabled while traces are off): a CLIENT span, child of
-/// the span that published the event (the turn's), so one trace runs from the client's request
-/// to the webhook.
+/// The span of one delivery attempt (disabled while traces are off, or when the event's trace
+/// is not sampled): a CLIENT span, child of the span that published the event (the turn's), so
+/// one trace runs from the client's request to the webhook.
 fn attempt_span(d: &Delivery<'_>, attempt: u32) -> tracing::Span {
-    if !telemetry::enabled() {
+    if !telemetry::sample_continuation(d.trace) {
         return tracing::Span::none();
     }
     let span = tracing::info_span!(

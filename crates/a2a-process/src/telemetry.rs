@@ -27,6 +27,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 /// Whether spans are exported (set once by [`init`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The sampler the standard variables name (set once by [`init`]).
+static SAMPLER: OnceLock<Sampler> = OnceLock::new();
 static PROPAGATOR: OnceLock<TraceContextPropagator> = OnceLock::new();
 
 /// The variable choosing the log format (`json`, or text by default).
@@ -70,6 +72,113 @@ pub const ENV_VARS: &[(&str, &str)] = &[
 #[inline]
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+/// `OTEL_TRACES_SAMPLER[_ARG]`, applied here rather than by the SDK: the decision is made before
+/// a request builds any span, so an unsampled request builds none (the SDK then keeps every
+/// span it is given). Spans inside a request follow its decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampler {
+    /// `parentbased_*`: a remote parent's sampled flag decides.
+    parent_based: bool,
+    /// The share of traces sampled without a deciding parent (1 = always_on, 0 = always_off).
+    ratio: f64,
+}
+
+impl Sampler {
+    /// From the standard variables; the SDK's default (`parentbased_always_on`) when unset, and
+    /// a warning for a value it does not know.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let name = env("OTEL_TRACES_SAMPLER").unwrap_or_default();
+        let arg = || -> Result<f64, String> {
+            match env("OTEL_TRACES_SAMPLER_ARG") {
+                None => Ok(1.0),
+                Some(v) => v
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| (0.0..=1.0).contains(r))
+                    .ok_or_else(|| {
+                        format!("OTEL_TRACES_SAMPLER_ARG={v:?} is not a ratio in [0, 1]")
+                    }),
+            }
+        };
+        let (parent_based, ratio) = match name.trim() {
+            "" | "parentbased_always_on" => (true, 1.0),
+            "parentbased_always_off" => (true, 0.0),
+            "parentbased_traceidratio" => (true, arg()?),
+            "always_on" => (false, 1.0),
+            "always_off" => (false, 0.0),
+            "traceidratio" => (false, arg()?),
+            other => return Err(format!("OTEL_TRACES_SAMPLER={other:?} is not supported")),
+        };
+        Ok(Self {
+            parent_based,
+            ratio,
+        })
+    }
+
+    /// Whether a request is traced, given its remote parent (`traceparent`) if it came with
+    /// one: the parent's flag under a parent-based sampler, else the ratio, decided by the trace
+    /// id when there is one (so every process sampling at that ratio agrees on a trace).
+    pub fn sample(&self, parent: Option<&SpanContext>) -> bool {
+        match parent {
+            Some(p) if self.parent_based => p.is_sampled(),
+            _ if self.ratio >= 1.0 => true,
+            _ if self.ratio <= 0.0 => false,
+            Some(p) => {
+                // The SDK's TraceIdRatioBased rule: the trace id's low 63 bits against the ratio.
+                let low =
+                    u64::from_be_bytes(p.trace_id().to_bytes()[8..].try_into().unwrap_or_default());
+                (low >> 1) < (self.ratio * (1u64 << 63) as f64) as u64
+            }
+            None => random_unit() < self.ratio,
+        }
+    }
+}
+
+/// A uniform value in [0, 1) (splitmix64 over a counter seeded from the clock: no generator
+/// crate for a coin toss per request).
+fn random_unit() -> f64 {
+    static STATE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seed = STATE.fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    let mut z = seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Whether a request with this remote parent (if any) is traced: [`enabled`] and sampled. A
+/// request that is not builds no span; [`unsampled_traceparent`] still gives it a context to
+/// pass on.
+pub fn sample_request(parent: Option<&SpanContext>) -> bool {
+    enabled() && SAMPLER.get().is_some_and(|s| s.sample(parent))
+}
+
+/// Whether work continuing the context `traceparent` (a turn, a delivery) is traced: its flag
+/// decides, as it did for the request that started it; without one, a new trace is sampled.
+pub fn sample_continuation(traceparent: Option<&str>) -> bool {
+    if !enabled() {
+        return false;
+    }
+    match traceparent {
+        Some(tp) => tp.ends_with("-01"),
+        None => sample_request(None),
+    }
+}
+
+/// A W3C `traceparent` for a request that is not sampled: the remote parent's trace with a new
+/// span id, or a new trace, flagged not sampled, so everything downstream (upstream agents,
+/// webhooks, other replicas) agrees not to trace it, as W3C Trace Context intends.
+pub fn unsampled_traceparent(parent: Option<&SpanContext>) -> String {
+    use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
+    let ids = RandomIdGenerator::default();
+    let trace = parent.map_or_else(|| ids.new_trace_id(), |p| p.trace_id());
+    format!("00-{trace}-{}-00", ids.new_span_id())
 }
 
 /// Where log lines go.
@@ -128,8 +237,11 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (provider, otel_error) = if otlp_configured(&env) {
-        match provider(service, &env) {
-            Ok(p) => (Some(p), None),
+        match Sampler::from_env(&env).and_then(|s| Ok((s, provider(service, &env)?))) {
+            Ok((sampler, p)) => {
+                let _ = SAMPLER.set(sampler);
+                (Some(p), None)
+            }
             Err(e) => (None, Some(e)),
         }
     } else {
@@ -211,6 +323,8 @@ fn provider(
         resource = resource.with_service_name(service);
     }
     Ok(SdkTracerProvider::builder()
+        // Sampling is decided before a span is built ([`Sampler`]): keep what is built.
+        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
         .with_batch_exporter(exporter)
         .with_resource(resource.build())
         .build())
@@ -468,5 +582,56 @@ mod tests {
                 .span_context()
                 .is_valid()
         );
+    }
+
+    #[test]
+    fn samplers_follow_the_standard_variables() {
+        let sampler = |name: &'static str, arg: Option<&'static str>| {
+            Sampler::from_env(&move |k: &str| match k {
+                "OTEL_TRACES_SAMPLER" => Some(name.to_owned()),
+                "OTEL_TRACES_SAMPLER_ARG" => arg.map(str::to_owned),
+                _ => None,
+            })
+        };
+        let sampled =
+            context_from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        let dropped =
+            context_from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+        let (yes, no) = (
+            sampled.span().span_context().clone(),
+            dropped.span().span_context().clone(),
+        );
+
+        // The default follows the parent, and samples a new trace.
+        let default = sampler("", None).unwrap();
+        assert!(default.sample(None) && default.sample(Some(&yes)) && !default.sample(Some(&no)));
+        let off = sampler("parentbased_always_off", None).unwrap();
+        assert!(!off.sample(None) && off.sample(Some(&yes)));
+        // Not parent-based: the parent's flag does not count.
+        let on = sampler("always_on", None).unwrap();
+        assert!(on.sample(Some(&no)));
+        assert!(!sampler("always_off", None).unwrap().sample(Some(&yes)));
+        // A ratio: about that share of new traces, and one answer per trace id.
+        let tenth = sampler("parentbased_traceidratio", Some("0.1")).unwrap();
+        let n = (0..20_000).filter(|_| tenth.sample(None)).count();
+        assert!((1_500..2_500).contains(&n), "{n} of 20,000 sampled at 0.1");
+        let ratio = sampler("traceidratio", Some("0.5")).unwrap();
+        assert_eq!(ratio.sample(Some(&no)), ratio.sample(Some(&yes)));
+        assert!(sampler("traceidratio", Some("2")).is_err());
+        assert!(sampler("jaeger_remote", None).is_err());
+    }
+
+    #[test]
+    fn an_unsampled_request_still_passes_a_context_on() {
+        let tp = unsampled_traceparent(None);
+        let sc = context_from_traceparent(&tp).span().span_context().clone();
+        assert!(sc.is_valid() && !sc.is_sampled(), "{tp}");
+        let parent =
+            context_from_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
+        let child = unsampled_traceparent(Some(&parent.span().span_context().clone()));
+        assert!(
+            child.starts_with("00-4bf92f3577b34da6a3ce929d0e0e4736-") && child.ends_with("-00")
+        );
+        assert!(!child.contains("00f067aa0ba902b7"));
     }
 }

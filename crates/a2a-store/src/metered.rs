@@ -92,7 +92,8 @@ macro_rules! forward {
     ($self:ident, $op:literal, $method:ident($($arg:expr),*)) => {{
         static OK: Cached<Histogram> = Cached::new();
         let started = Instant::now();
-        if $self.traced {
+        // Inside a traced (sampled) operation only.
+        if $self.traced && !tracing::Span::current().is_disabled() {
             let span = span($op, concat!("store ", $op));
             let result = tracing::Instrument::instrument(
                 $self.inner.$method($($arg),*),

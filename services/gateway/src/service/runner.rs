@@ -600,7 +600,7 @@ impl A2aService {
         };
         // In process, a publish is a channel send: not worth a span (the events carry the
         // turn's context instead).
-        let span = if telemetry::enabled() && self.inner.bus.is_remote() {
+        let span = if self.inner.bus.is_remote() && !tracing::Span::current().is_disabled() {
             tracing::info_span!(
                 "a2a.bus.publish",
                 otel.name = "publish",
@@ -651,7 +651,8 @@ impl A2aService {
 /// The span of one turn (disabled while traces are off): child of the request's span, a root
 /// for a taken-over turn whose request is gone.
 fn turn_span(turn: &Turn) -> tracing::Span {
-    if !telemetry::enabled() {
+    // Sampled as the request that started it was (its traceparent's flag).
+    if !telemetry::sample_continuation(turn.traceparent.as_deref()) {
         return tracing::Span::none();
     }
     let span = tracing::info_span!(

@@ -132,10 +132,10 @@ impl UpstreamClient {
         result
     }
 
-    /// The CLIENT span of one upstream call (disabled while traces are off): child of the
-    /// turn's span; `authorised` sends its `traceparent` upstream.
+    /// The CLIENT span of one upstream call (disabled while traces are off, or when the turn
+    /// is not sampled): child of the turn's span; `authorised` sends its `traceparent` upstream.
     fn client_span(&self, method: &'static str) -> tracing::Span {
-        if !telemetry::enabled() {
+        if !telemetry::enabled() || tracing::Span::current().is_disabled() {
             return tracing::Span::none();
         }
         let binding = self.binding_label();
