@@ -326,7 +326,9 @@ pub async fn serve(
     svc: A2aService,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(svc))
+    // With each connection's peer address (`ConnectInfo`): the per-IP rate limit's key.
+    let app = router(svc).into_make_service_with_connect_info::<std::net::SocketAddr>();
+    axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
 }

@@ -262,6 +262,8 @@ pub struct Limits {
     /// running in it before it exits; a turn still running then is left to the replica that
     /// takes it over.
     pub drain_timeout_secs: u64,
+    /// `[limits.rate]`: rate limits per client IP, principal and agent (off unless set).
+    pub rate: crate::limits::RateConfig,
 }
 
 impl Default for Limits {
@@ -274,6 +276,7 @@ impl Default for Limits {
             keep_alive_secs: 15,
             // Under the usual 30 s an orchestrator allows between SIGTERM and SIGKILL.
             drain_timeout_secs: 25,
+            rate: crate::limits::RateConfig::default(),
         }
     }
 }
@@ -389,14 +392,26 @@ impl Config {
         let database = database_config(&file.database, &nonempty)?;
         let mut file = file;
         file.push = push_config(file.push, &nonempty)?;
+        let redis_url = nonempty("A2A_REDIS_URL");
+        let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
+        if file.limits.rate.backend == crate::limits::Backend::Redis {
+            let url = redis_url
+                .clone()
+                .ok_or("limits.rate.backend = \"redis\" needs a Redis: set A2A_REDIS_URL")?;
+            redis::Client::open(url.as_str()).map_err(|e| format!("A2A_REDIS_URL: {e}"))?;
+            file.limits.rate.redis = Some(crate::limits::RedisTarget {
+                url,
+                prefix: redis_prefix.clone(),
+            });
+        }
         Ok(Self {
             listen,
             admin_listen,
             public_url,
             database_url: nonempty("A2A_DATABASE_URL"),
             database,
-            redis_url: nonempty("A2A_REDIS_URL"),
-            redis_prefix: nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            redis_url,
+            redis_prefix,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
         })
@@ -497,6 +512,7 @@ impl FileConfig {
                 return Err(format!("agents: {:?} is declared twice", agent.name));
             }
         }
+        file.limits.rate.validate()?;
         if file.dispatch.lease_ms < 300 {
             return Err("dispatch.lease_ms must be at least 300".into());
         }

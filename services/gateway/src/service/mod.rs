@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::AgentRegistry;
 use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
+use crate::limits::RateLimiter;
 
 pub use card::{CardDocument, agent_card_path};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
@@ -57,6 +58,9 @@ pub struct RequestContext {
     /// The call's SERVER span (disabled while traces are off), for the `a2a.*` attributes only
     /// the operation learns (task, context, agent).
     pub span: tracing::Span,
+    /// What the call costs under the rate limits (its method's cost, README *Rate limits*); a
+    /// send charges it to the agent it reaches too.
+    pub cost: u32,
 }
 
 impl RequestContext {
@@ -70,6 +74,7 @@ impl RequestContext {
             last_event_id: None,
             idempotency_key: None,
             span: tracing::Span::none(),
+            cost: 1,
         }
     }
 }
@@ -122,6 +127,8 @@ struct Inner {
     push_policy: a2a_push::AddressPolicy,
     /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
     jwks: bytes::Bytes,
+    /// `[limits.rate]`; `None` when no limit is set.
+    rate: Option<Arc<RateLimiter>>,
 }
 
 impl A2aService {
@@ -144,6 +151,7 @@ impl A2aService {
         let jwks = serde_json::to_vec(&config.push.keys.jwks())
             .expect("a JWKS serializes")
             .into();
+        let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
         let svc = Self {
             inner: Arc::new(Inner {
                 store,
@@ -158,6 +166,7 @@ impl A2aService {
                 shutdown,
                 push_policy,
                 jwks,
+                rate,
             }),
         };
         svc.listen_for_control();
@@ -245,6 +254,11 @@ impl A2aService {
     /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
     pub fn jwks(&self) -> bytes::Bytes {
         self.inner.jwks.clone()
+    }
+
+    /// The rate limiter, when `[limits.rate]` sets a limit (`bindings::pipeline` checks it).
+    pub fn rate_limiter(&self) -> Option<&RateLimiter> {
+        self.inner.rate.as_deref()
     }
 
     pub fn max_body_bytes(&self) -> usize {
