@@ -18,6 +18,7 @@ mod metrics;
 mod postgres;
 mod push_configs;
 mod push_delivery;
+mod rate_limits;
 mod readme;
 mod redis;
 mod rest;
