@@ -601,6 +601,7 @@ mod tests {
         let c = Config::from_parts(f, env(&[])).unwrap();
         assert_eq!(c.file.default_agent.as_deref(), Some("echo"));
         assert!(c.file.extended_card.is_some());
+        assert!(c.file.limits.rate.ip.is_some());
     }
 
     /// Debug output (what a log line or a panic message shows) holds no secret of the
