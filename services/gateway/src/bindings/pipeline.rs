@@ -35,6 +35,7 @@ use futures::StreamExt;
 use super::rate_headers::RateLimitHeaders;
 use super::{extensions_header, request_context};
 use crate::auth::{Credentials, Rejection};
+use crate::limits::Allowance;
 use crate::service::{A2aService, EventStream, RequestContext};
 
 /// The binding a request came in by (the `binding` label).
@@ -196,16 +197,15 @@ impl Call {
         }
         ctx.span = self.span.clone();
         let rate = svc.rate_limiter();
-        // At most two checks pass: the IP's and the principal's.
-        let mut passed = Vec::new();
+        // At most two checks pass: the IP's and the principal's (no allocation for them).
+        let mut passed: [Option<Allowance>; 2] = [None, None];
         if let Some(rate) = rate {
             ctx.cost = rate.cost(self.method);
             if let Some(ip) = rate.client_ip(headers, peer) {
-                passed.extend(
-                    rate.check_ip(ip, ctx.cost)
-                        .await
-                        .map_err(Refusal::Limited)?,
-                );
+                passed[0] = rate
+                    .check_ip(ip, ctx.cost)
+                    .await
+                    .map_err(Refusal::Limited)?;
             }
         }
         let creds = Credentials { headers, query };
@@ -220,17 +220,16 @@ impl Call {
         if let Some(rate) = rate
             && ctx.authenticated
         {
-            passed.extend(
-                rate.check_principal(&ctx.owner, ctx.cost)
-                    .await
-                    .map_err(Refusal::Limited)?,
-            );
+            passed[1] = rate
+                .check_principal(&ctx.owner, ctx.cost)
+                .await
+                .map_err(Refusal::Limited)?;
         }
         let activated = svc.check_extensions(&ctx).map_err(Refusal::Invalid)?;
         Ok(Admitted {
             ctx,
             extensions: extensions_header(&activated),
-            rate_limit: RateLimitHeaders::of(&passed),
+            rate_limit: RateLimitHeaders::of(passed.iter().flatten()),
         })
     }
 

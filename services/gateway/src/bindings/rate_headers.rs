@@ -20,26 +20,28 @@ pub struct RateLimitHeaders {
 }
 
 impl RateLimitHeaders {
-    /// The headers for the checks a request passed (none: no header).
-    pub fn of(allowances: &[Allowance]) -> Option<Self> {
-        if allowances.is_empty() {
-            return None;
-        }
-        let mut policy = String::new();
-        let mut limit = String::new();
-        for (i, a) in allowances.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
+    /// The headers for the checks a request passed (none: no header). Per request only the
+    /// `RateLimit` items are written; the policies' items were made with their scopes.
+    pub fn of<'a>(allowances: impl IntoIterator<Item = &'a Allowance>) -> Option<Self> {
+        use std::fmt::Write;
+        let mut iter = allowances.into_iter();
+        let first = iter.next()?;
+        let item = |out: &mut String, a: &Allowance| {
             let p = &a.policy;
-            policy += &format!("{sep}\"{}\";q={};w={}", p.scope, p.burst, p.window_secs());
-            limit += &format!(
-                "{sep}\"{}\";r={};t={}",
-                p.scope,
-                a.remaining,
-                p.reset_secs(a.remaining)
-            );
+            let reset = p.reset_secs(a.remaining);
+            let _ = write!(out, "\"{}\";r={};t={reset}", p.scope, a.remaining);
+        };
+        let mut limit = String::with_capacity(64);
+        item(&mut limit, first);
+        let mut policy = first.policy_item.clone();
+        for a in iter {
+            limit.push_str(", ");
+            item(&mut limit, a);
+            let joined = [policy.as_bytes(), b", ", a.policy_item.as_bytes()].concat();
+            policy = HeaderValue::from_bytes(&joined).ok()?;
         }
         Some(Self {
-            policy: HeaderValue::from_str(&policy).ok()?,
+            policy,
             limit: HeaderValue::from_str(&limit).ok()?,
         })
     }
@@ -100,10 +102,12 @@ mod tests {
             Allowance {
                 policy: ip,
                 remaining: 99,
+                policy_item: HeaderValue::from_static(r#""ip";q=100;w=2"#),
             },
             Allowance {
                 policy: principal,
                 remaining: 35,
+                policy_item: HeaderValue::from_static(r#""principal";q=40;w=8"#),
             },
         ])
         .unwrap();

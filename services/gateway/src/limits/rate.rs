@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_types::A2aError;
-use axum::http::{HeaderMap, HeaderName};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use governor::clock::Clock;
 use governor::middleware::StateInformationMiddleware;
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -55,10 +55,12 @@ pub enum Verdict {
 }
 
 /// A passed check, for the `RateLimit` headers of the response.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Allowance {
     pub policy: Policy,
     pub remaining: u32,
+    /// The policy's `RateLimit-Policy` item (`"ip";q=100;w=2`), made once per scope.
+    pub policy_item: HeaderValue,
 }
 
 type Local<K> = DefaultKeyedRateLimiter<K, StateInformationMiddleware>;
@@ -66,6 +68,7 @@ type Local<K> = DefaultKeyedRateLimiter<K, StateInformationMiddleware>;
 /// One scope: its policy and its local limiter.
 struct Scope<K: Hash + Eq + Clone> {
     policy: Policy,
+    policy_item: HeaderValue,
     local: Local<K>,
 }
 
@@ -76,12 +79,15 @@ impl<K: Hash + Eq + Clone> Scope<K> {
         let quota = Quota::with_period(period)
             .expect("the period is not zero")
             .allow_burst(burst);
+        let policy = Policy {
+            scope,
+            burst: limit.burst,
+            rate: limit.rate,
+        };
+        let item = format!("\"{scope}\";q={};w={}", limit.burst, policy.window_secs());
         Self {
-            policy: Policy {
-                scope,
-                burst: limit.burst,
-                rate: limit.rate,
-            },
+            policy,
+            policy_item: HeaderValue::from_str(&item).expect("a scope name and numbers"),
             local: DefaultKeyedRateLimiter::dashmap(quota).with_middleware(),
         }
     }
@@ -263,7 +269,11 @@ impl RateLimiter {
             None => None,
         };
         match shared.unwrap_or_else(|| scope.check_local(key, cost)) {
-            Verdict::Allowed { remaining } => Ok(Allowance { policy, remaining }),
+            Verdict::Allowed { remaining } => Ok(Allowance {
+                policy,
+                remaining,
+                policy_item: scope.policy_item.clone(),
+            }),
             Verdict::Refused { retry_after } => {
                 metrics::counter!("a2a_rate_limited_total", "scope" => policy.scope).increment(1);
                 Err(A2aError::RateLimited {
