@@ -177,6 +177,11 @@ impl RateLimiter {
         Some(limiter)
     }
 
+    /// Whether a per-IP limit is set (the server then records each connection's peer).
+    pub fn limits_ips(&self) -> bool {
+        self.ip.is_some()
+    }
+
     /// What a call of `method` costs.
     pub fn cost(&self, method: &str) -> u32 {
         METHODS
