@@ -7,7 +7,9 @@
 # both see the same shared machine, and prints req/s and the gateway's CPU time per request
 # (utime + stime from /proc), with the cost of the limits in both. BENCH_LIMITS_BACKEND=redis
 # measures the shared limiter instead (needs Redis at BENCH_REDIS_URL, default
-# redis://127.0.0.1:6379). BENCH_NO_BUILD=1 uses the release binary already built.
+# redis://127.0.0.1:6379). BENCH_LIMITS_AA=1 gives the second gateway no limits either (an A/A
+# run: how far two identical gateways differ on this machine, the noise floor of the figures).
+# BENCH_NO_BUILD=1 uses the release binary already built.
 # Usage: loadtest/bench-limits.sh [duration, default 10s]. Needs wrk (Debian package `wrk`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +38,7 @@ ip = { rate = 1000000000, burst = 1000000000 }
 principal = { rate = 1000000000, burst = 1000000000 }
 agent = { rate = 1000000000, burst = 1000000000 }
 TOML
+[[ -z "${BENCH_LIMITS_AA:-}" ]] || cp "$DIR/off.toml" "$DIR/on.toml"
 REDIS_ENV=()
 if [[ "$BACKEND" == redis ]]; then
   REDIS_ENV=(A2A_REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379}" A2A_REDIS_PREFIX="bench-limits-$$:")
@@ -56,7 +59,7 @@ for port in "$PORT" "$LPORT"; do
     || { echo "bench: SendMessage does not complete on :$port" >&2; exit 1; }
 done
 # The limits gateway checks every scope: its answers say what is left of each.
-curl -sf -D - -o /dev/null -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -H "X-API-Key: $KEY" \
+[[ -n "${BENCH_LIMITS_AA:-}" ]] || curl -sf -D - -o /dev/null -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -H "X-API-Key: $KEY" \
   "http://127.0.0.1:$LPORT/a2a/jsonrpc" -d "$SEND" | grep -qi '^ratelimit: "ip";r=[0-9]*;t=[0-9]*, "principal"' \
   || { echo "bench: the limits gateway's answer has no RateLimit header for ip and principal" >&2; exit 1; }
 

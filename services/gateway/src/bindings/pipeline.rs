@@ -117,6 +117,8 @@ impl Refusal {
 pub struct Call {
     binding: Binding,
     method: &'static str,
+    /// The method's index in [`METHODS`] (what the rate limits look its cost up by).
+    method_index: Option<usize>,
     started: Instant,
     recorded: bool,
     /// The SERVER span (disabled while traces are off).
@@ -130,6 +132,7 @@ impl Call {
         Self {
             binding,
             method: UNKNOWN_METHOD,
+            method_index: None,
             started: Instant::now(),
             recorded: false,
             span: server_span(binding),
@@ -139,11 +142,8 @@ impl Call {
 
     /// Labels the call with its method (any name outside [`METHODS`] becomes `unknown`).
     pub fn method(&mut self, name: &str) {
-        self.method = METHODS
-            .iter()
-            .find(|m| **m == name)
-            .copied()
-            .unwrap_or(UNKNOWN_METHOD);
+        self.method_index = METHODS.iter().position(|m| *m == name);
+        self.method = self.method_index.map_or(UNKNOWN_METHOD, |i| METHODS[i]);
         if !self.span.is_disabled() {
             self.span.record("otel.name", self.method);
             self.span.record("rpc.method", self.method);
@@ -200,7 +200,7 @@ impl Call {
         // At most two checks pass: the IP's and the principal's (no allocation for them).
         let mut passed: [Option<Allowance>; 2] = [None, None];
         if let Some(rate) = rate {
-            ctx.cost = rate.cost(self.method);
+            ctx.cost = rate.cost_of(self.method_index);
             if let Some(ip) = rate.client_ip(headers, peer) {
                 passed[0] = rate
                     .check_ip(ip, ctx.cost)

@@ -184,10 +184,12 @@ impl RateLimiter {
 
     /// What a call of `method` costs.
     pub fn cost(&self, method: &str) -> u32 {
-        METHODS
-            .iter()
-            .position(|m| *m == method)
-            .map_or(1, |i| self.costs[i])
+        self.cost_of(METHODS.iter().position(|m| *m == method))
+    }
+
+    /// What a call of the method at `index` in [`METHODS`] costs (1 for any other).
+    pub fn cost_of(&self, index: Option<usize>) -> u32 {
+        index.and_then(|i| self.costs.get(i)).copied().unwrap_or(1)
     }
 
     /// The client's address: the last valid address of `client_ip_header` when configured and
