@@ -7,7 +7,7 @@
 # both see the same shared machine, and prints req/s and the gateway's CPU time per request
 # (utime + stime from /proc), with the cost of the limits in both. BENCH_LIMITS_BACKEND=redis
 # measures the shared limiter instead (needs Redis at BENCH_REDIS_URL, default
-# redis://127.0.0.1:6379). BENCH_LIMITS_AA=1 gives the second gateway no limits either (an A/A
+# redis://127.0.0.1:6379, and redis-cli; both gateways then use it as their event bus too). BENCH_LIMITS_AA=1 gives the second gateway no limits either (an A/A
 # run: how far two identical gateways differ on this machine, the noise floor of the figures).
 # BENCH_NO_BUILD=1 uses the release binary already built.
 # Usage: loadtest/bench-limits.sh [duration, default 10s]. Needs wrk (Debian package `wrk`).
@@ -39,16 +39,29 @@ principal = { rate = 1000000000, burst = 1000000000 }
 agent = { rate = 1000000000, burst = 1000000000 }
 TOML
 [[ -z "${BENCH_LIMITS_AA:-}" ]] || cp "$DIR/off.toml" "$DIR/on.toml"
-REDIS_ENV=()
-if [[ "$BACKEND" == redis ]]; then
-  REDIS_ENV=(A2A_REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379}" A2A_REDIS_PREFIX="bench-limits-$$:")
-fi
+# The Redis backend needs A2A_REDIS_URL, which also makes Redis the event bus: both gateways get
+# it (each its own key prefix), so that only the limiter differs between them.
+REDIS_URL="${BENCH_REDIS_URL:-redis://127.0.0.1:6379}"
+PREFIX="bench-limits-$$"
+redis_env() { # gateway name → its environment for the Redis backend
+  [[ "$BACKEND" == redis ]] && echo "A2A_REDIS_URL=$REDIS_URL A2A_REDIS_PREFIX=$PREFIX-$1:"
+  true
+}
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$DIR"
+  if [[ "$BACKEND" == redis ]]; then # the task streams and limiter keys this run wrote
+    redis-cli -u "$REDIS_URL" --scan --pattern "$PREFIX-*" | xargs -r -n 500 redis-cli -u "$REDIS_URL" del >/dev/null
+  fi
+}
 
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; rm -rf "$DIR"' EXIT
-RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" A2A_CONFIG="$DIR/off.toml" "$BIN" &
+trap cleanup EXIT
+# shellcheck disable=SC2046 # redis_env's words are separate variables
+env RUST_LOG=warn A2A_LISTEN="127.0.0.1:$PORT" A2A_CONFIG="$DIR/off.toml" $(redis_env off) "$BIN" &
 PIDS+=($!)
-env RUST_LOG=warn A2A_LISTEN="127.0.0.1:$LPORT" A2A_CONFIG="$DIR/on.toml" "${REDIS_ENV[@]}" "$BIN" &
+# shellcheck disable=SC2046
+env RUST_LOG=warn A2A_LISTEN="127.0.0.1:$LPORT" A2A_CONFIG="$DIR/on.toml" $(redis_env on) "$BIN" &
 PIDS+=($!)
 SEND='{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}'
 for port in "$PORT" "$LPORT"; do
