@@ -135,6 +135,7 @@ pub(crate) fn from_jsonrpc_error(error: &Value) -> ClientError {
         -32602 => "INVALID_PARAMS",
         -32603 => "INTERNAL_ERROR",
         -32090 => "QUOTA_EXCEEDED",
+        -32029 => "RATE_LIMIT_EXCEEDED", // a2a_types::RATE_LIMITED_CODE
         _ => {
             return ClientError::Unclassified {
                 status: format!("JSON-RPC {code}"),
@@ -161,6 +162,7 @@ pub(crate) fn from_rest_error(status: u16, body: &[u8]) -> ClientError {
         401 => "UNAUTHENTICATED",
         403 => "PERMISSION_DENIED",
         413 => "PAYLOAD_TOO_LARGE",
+        429 => "RATE_LIMIT_EXCEEDED",
         500 => "INTERNAL_ERROR",
         503 => "UNAVAILABLE",
         _ => {
@@ -274,6 +276,29 @@ mod tests {
         assert!(matches!(
             a2a(from_rest_error(503, b"{}")),
             A2aError::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn rate_limits_are_classified_with_or_without_error_info() {
+        let err = A2aError::RateLimited {
+            scope: "ip".into(),
+            limit: 5,
+            window_secs: 1,
+            retry_after_ms: 200,
+        };
+        let body = json!({"code": -32029, "message": err.to_string(),
+            "data": [err.error_info().to_json()]});
+        assert_eq!(a2a(from_jsonrpc_error(&body)), err);
+        assert!(matches!(
+            a2a(from_jsonrpc_error(
+                &json!({"code": -32029, "message": "slow down"})
+            )),
+            A2aError::RateLimited { .. }
+        ));
+        assert!(matches!(
+            a2a(from_rest_error(429, b"{}")),
+            A2aError::RateLimited { .. }
         ));
     }
 

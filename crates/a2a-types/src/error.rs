@@ -58,7 +58,24 @@ pub enum A2aError {
     /// the caller's own streams, turns, sends or push configs end. `quota` is the config key.
     #[error("quota {quota} exceeded: the limit is {limit}")]
     QuotaExceeded { quota: String, limit: u64 },
+    /// A rate limit refused the request (HTTP 429, JSON-RPC [`RATE_LIMITED_CODE`] with HTTP
+    /// 429, gRPC RESOURCE_EXHAUSTED with a `google.rpc.RetryInfo`). `scope` is the limit's
+    /// (`ip`, `principal`, `agent`); `limit` units per `window_secs` is its policy (the burst,
+    /// and the time it takes to refill); the request may be retried after `retry_after_ms`.
+    #[error(
+        "rate limit exceeded: {scope} limit of {limit} per {window_secs} s; retry after {retry_after_ms} ms"
+    )]
+    RateLimited {
+        scope: String,
+        limit: u32,
+        window_secs: u64,
+        retry_after_ms: u64,
+    },
 }
+
+/// The JSON-RPC code of [`A2aError::RateLimited`], from the implementation-defined server-error
+/// range (-32000 to -32099) that A2A leaves free past -32009 ("429" in its last digits).
+pub const RATE_LIMITED_CODE: i32 = -32029;
 
 /// HTTP status and gRPC code names, without pulling an HTTP crate into the wire model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +163,12 @@ impl A2aError {
             Self::Internal(_) => (-32603, 500, Code::Internal, "INTERNAL_ERROR"),
             // A server-error-range code of our own, far from the A2A sequence (-32001...).
             Self::QuotaExceeded { .. } => (-32090, 429, Code::ResourceExhausted, "QUOTA_EXCEEDED"),
+            Self::RateLimited { .. } => (
+                RATE_LIMITED_CODE,
+                429,
+                Code::ResourceExhausted,
+                "RATE_LIMIT_EXCEEDED",
+            ),
         };
         WireCodes {
             json_rpc,
@@ -193,6 +216,17 @@ impl A2aError {
             Self::QuotaExceeded { quota, limit } => {
                 metadata.insert("quota".to_owned(), quota.clone());
                 metadata.insert("limit".to_owned(), limit.to_string());
+            }
+            Self::RateLimited {
+                scope,
+                limit,
+                window_secs,
+                retry_after_ms,
+            } => {
+                metadata.insert("scope".to_owned(), scope.clone());
+                metadata.insert("limit".to_owned(), limit.to_string());
+                metadata.insert("windowSecs".to_owned(), window_secs.to_string());
+                metadata.insert("retryAfterMs".to_owned(), retry_after_ms.to_string());
             }
             _ => {}
         }
@@ -255,13 +289,29 @@ impl A2aError {
                 quota: meta("quota"),
                 limit: meta("limit").parse().unwrap_or(0),
             },
+            "RATE_LIMIT_EXCEEDED" => Self::RateLimited {
+                scope: meta("scope"),
+                limit: meta("limit").parse().unwrap_or(0),
+                window_secs: meta("windowSecs").parse().unwrap_or(0),
+                retry_after_ms: meta("retryAfterMs").parse().unwrap_or(0),
+            },
             _ => Self::Internal(text("internal error: ")),
         }
     }
 
     /// Whether a client may retry the same request later (used for `Retry-After`).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Self::Unavailable(_))
+        matches!(self, Self::Unavailable(_) | Self::RateLimited { .. })
+    }
+
+    /// How long the client should wait before it retries, when the error says (a rate limit).
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            Self::RateLimited { retry_after_ms, .. } => {
+                Some(std::time::Duration::from_millis(*retry_after_ms))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -399,6 +449,17 @@ mod tests {
                 429,
                 tonic::Code::ResourceExhausted,
             ),
+            (
+                A2aError::RateLimited {
+                    scope: "ip".into(),
+                    limit: 10,
+                    window_secs: 1,
+                    retry_after_ms: 100,
+                },
+                -32029,
+                429,
+                tonic::Code::ResourceExhausted,
+            ),
         ];
         for (err, rpc, http, grpc) in cases {
             let c = err.codes();
@@ -435,6 +496,12 @@ mod tests {
             A2aError::QuotaExceeded {
                 quota: "running_turns_per_owner".into(),
                 limit: 3,
+            },
+            A2aError::RateLimited {
+                scope: "principal".into(),
+                limit: 40,
+                window_secs: 2,
+                retry_after_ms: 250,
             },
         ];
         for err in errors {

@@ -15,7 +15,9 @@ pub mod v03;
 pub mod wkt;
 mod wkt_struct;
 
-pub use error::{A2aError, ERROR_DOMAIN, ErrorInfo, WireCodes, grpc_status_name};
+pub use error::{
+    A2aError, ERROR_DOMAIN, ErrorInfo, RATE_LIMITED_CODE, WireCodes, grpc_status_name,
+};
 
 /// Generated from `lf.a2a.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -28,6 +28,10 @@ impl A2aError {
         if let Self::InvalidParams { field, reason } = self {
             details.add_bad_request_violation(field, reason);
         }
+        // A rate limit says when to come back (`google.rpc.RetryInfo`), as HTTP's Retry-After.
+        if let Some(delay) = self.retry_after() {
+            details.set_retry_info(Some(delay));
+        }
         Status::with_error_details(self.codes().grpc, self.to_string(), details)
     }
 
@@ -149,6 +153,24 @@ mod tests {
         assert_eq!(bad.field_violations.len(), 1);
         assert_eq!(bad.field_violations[0].field, "message.parts[0]");
         assert_eq!(bad.field_violations[0].description, "has no content");
+    }
+
+    #[test]
+    fn a_rate_limit_carries_retry_info() {
+        let err = A2aError::RateLimited {
+            scope: "principal".into(),
+            limit: 40,
+            window_secs: 2,
+            retry_after_ms: 1500,
+        };
+        let status = over_the_wire(err.to_status());
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        let retry = status.get_details_retry_info().expect("a RetryInfo detail");
+        assert_eq!(
+            retry.retry_delay,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(A2aError::from_status(&status), err);
     }
 
     #[test]

@@ -344,9 +344,19 @@ pub async fn serve(
     svc: A2aService,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(svc))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let stop = async move { shutdown.cancelled().await };
+    // Each request carries its connection's peer address (`ConnectInfo`) only where a per-IP
+    // rate limit keys on it: nothing else reads it, and it costs an extension per request.
+    if svc.rate_limiter().is_some_and(|r| r.limits_ips()) {
+        let app = router(svc).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+    } else {
+        axum::serve(listener, router(svc))
+            .with_graceful_shutdown(stop)
+            .await
+    }
 }
 
 #[cfg(test)]

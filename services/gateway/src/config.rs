@@ -281,6 +281,8 @@ pub struct Limits {
     pub builtin_max_turn_secs: std::collections::BTreeMap<String, u64>,
     /// Per-owner quotas (`[limits.quotas]`).
     pub quotas: crate::service::QuotaConfig,
+    /// `[limits.rate]`: rate limits per client IP, principal and agent (off unless set).
+    pub rate: crate::limits::RateConfig,
 }
 
 impl Default for Limits {
@@ -296,6 +298,7 @@ impl Default for Limits {
             max_turn_secs: 3_600,
             builtin_max_turn_secs: std::collections::BTreeMap::new(),
             quotas: crate::service::QuotaConfig::default(),
+            rate: crate::limits::RateConfig::default(),
         }
     }
 }
@@ -423,14 +426,26 @@ impl Config {
             );
         }
         file.push = push_config(file.push, &nonempty)?;
+        let redis_url = nonempty("A2A_REDIS_URL");
+        let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
+        if file.limits.rate.backend == crate::limits::Backend::Redis {
+            let url = redis_url
+                .clone()
+                .ok_or("limits.rate.backend = \"redis\" needs a Redis: set A2A_REDIS_URL")?;
+            redis::Client::open(url.as_str()).map_err(|e| format!("A2A_REDIS_URL: {e}"))?;
+            file.limits.rate.redis = Some(crate::limits::RedisTarget {
+                url,
+                prefix: redis_prefix.clone(),
+            });
+        }
         Ok(Self {
             listen,
             admin_listen,
             public_url,
             database_url: nonempty("A2A_DATABASE_URL"),
             database,
-            redis_url: nonempty("A2A_REDIS_URL"),
-            redis_prefix: nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            redis_url,
+            redis_prefix,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
         })
@@ -576,6 +591,7 @@ impl FileConfig {
                 return Err(format!("agents: {:?} is declared twice", agent.name));
             }
         }
+        file.limits.rate.validate()?;
         if file.dispatch.lease_ms < 300 {
             return Err("dispatch.lease_ms must be at least 300".into());
         }
@@ -668,6 +684,7 @@ mod tests {
         assert_eq!(c.file.retention.task_ttl, defaults.task_ttl);
         assert_eq!(c.file.retention.max_tasks, defaults.max_tasks);
         assert_eq!(c.file.retention.sweep_interval, defaults.sweep_interval);
+        assert!(c.file.limits.rate.ip.is_some());
     }
 
     /// Debug output (what a log line or a panic message shows) holds no secret of the

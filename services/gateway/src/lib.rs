@@ -6,6 +6,7 @@ pub mod auth;
 pub mod bindings;
 pub mod config;
 pub mod keys;
+pub mod limits;
 pub mod metrics;
 pub mod retention;
 pub mod service;

@@ -17,6 +17,7 @@ use a2a_types::v1::{
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig, stream_response::Payload,
 };
 use axum::Router;
+use axum::extract::ConnectInfo;
 use axum::http::HeaderValue;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -27,6 +28,7 @@ use tonic_health::ServingStatus;
 
 use super::EXTENSIONS_HEADER;
 use super::pipeline::{Admitted, Binding, Call};
+use super::rate_headers::RateLimitHeaders;
 use crate::service::{A2aService, EventStream, RequestContext};
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
@@ -108,10 +110,14 @@ impl GrpcBinding {
     /// HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
     /// `a2a-extensions` comma-separated).
     async fn admit<T>(&self, call: &Call, req: Request<T>) -> Result<(Admitted, T), A2aError> {
-        let (metadata, _, message) = req.into_parts();
+        let (metadata, extensions, message) = req.into_parts();
         let headers = metadata.into_headers();
+        // Served through the axum router, which records the TCP peer of each connection.
+        let peer = extensions
+            .get::<ConnectInfo<std::net::SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip());
         let admitted = call
-            .admit(&self.svc, &headers, None)
+            .admit(&self.svc, &headers, None, peer)
             .await
             .map_err(|r| r.into_error())?;
         Ok((admitted, message))
@@ -134,7 +140,7 @@ impl GrpcBinding {
             Ok((admitted, message)) => call
                 .traced(op(self.svc.clone(), admitted.ctx, message))
                 .await
-                .map(|out| respond(out, admitted.extensions)),
+                .map(|out| respond(out, admitted.extensions, admitted.rate_limit.as_ref())),
             Err(err) => Err(err),
         };
         call.finish(&result);
@@ -157,10 +163,10 @@ impl GrpcBinding {
             Ok((admitted, message)) => call
                 .traced(op(self.svc.clone(), admitted.ctx, message))
                 .await
-                .map(|events| (events, admitted.extensions)),
+                .map(|events| (events, admitted.extensions, admitted.rate_limit)),
             Err(err) => Err(err),
         };
-        let (events, extensions) = match opened {
+        let (events, extensions, rate_limit) = match opened {
             Ok(opened) => opened,
             Err(err) => {
                 call.failed(&err);
@@ -178,7 +184,7 @@ impl GrpcBinding {
             .and_then(|r| r.as_ref().ok())
             .and_then(|e| e.seq);
         let events = futures::stream::iter(first).chain(events).boxed();
-        let mut resp = respond(stream_of(events), extensions);
+        let mut resp = respond(stream_of(events), extensions, rate_limit.as_ref());
         if let Some(seq) = first_seq {
             resp.metadata_mut()
                 .insert(super::GRPC_FIRST_EVENT_ID, MetadataValue::from(seq));
@@ -217,14 +223,31 @@ fn stream_of(mut events: EventStream) -> ResponseStream {
     .boxed()
 }
 
-/// The response, with the activated extensions echoed in `a2a-extensions`.
-fn respond<R>(message: R, extensions: Option<HeaderValue>) -> Response<R> {
+/// The response, with the activated extensions echoed in `a2a-extensions` and the rate-limit
+/// state in `ratelimit-policy` / `ratelimit` (as the HTTP bindings' headers).
+fn respond<R>(
+    message: R,
+    extensions: Option<HeaderValue>,
+    rate_limit: Option<&RateLimitHeaders>,
+) -> Response<R> {
     let mut response = Response::new(message);
-    if let Some(value) = extensions
-        .and_then(|v| v.to_str().ok().map(str::to_owned))
-        .and_then(|v| MetadataValue::try_from(v).ok())
-    {
+    let metadata = |v: &HeaderValue| {
+        v.to_str()
+            .ok()
+            .and_then(|v| MetadataValue::try_from(v).ok())
+    };
+    if let Some(value) = extensions.as_ref().and_then(metadata) {
         response.metadata_mut().insert(EXTENSIONS_HEADER, value);
+    }
+    if let Some(rate) = rate_limit {
+        for (name, value) in [
+            ("ratelimit-policy", &rate.policy),
+            ("ratelimit", &rate.limit),
+        ] {
+            if let Some(value) = metadata(value) {
+                response.metadata_mut().insert(name, value);
+            }
+        }
     }
     response
 }

@@ -1,6 +1,7 @@
 //! JSON-RPC 2.0 at `POST /a2a/jsonrpc`: the 11 PascalCase methods of A2A 1.0. Errors travel with
-//! HTTP 200 (413 for an oversized body); streaming methods answer with SSE whose every event is a
-//! JSON-RPC response carrying the request's id.
+//! HTTP 200 (413 for an oversized body, 401/403 for a caller who failed to authenticate, 429 for
+//! a rate limit); streaming methods answer with SSE whose every event is a JSON-RPC response
+//! carrying the request's id.
 
 use a2a_types::A2aError;
 use a2a_types::v1::{
@@ -8,9 +9,10 @@ use a2a_types::v1::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde::de::DeserializeOwned;
@@ -50,6 +52,7 @@ enum Outcome {
 
 pub async fn handle(
     State(svc): State<A2aService>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -80,7 +83,8 @@ pub async fn handle(
     };
     call.method(&method);
     call.http("POST", || PATH.to_owned());
-    let admitted = match call.admit(&svc, &headers, uri.query()).await {
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let admitted = match call.admit(&svc, &headers, uri.query(), peer).await {
         Ok(a) => a,
         Err(r) => {
             let response = json_response(error_body(&id, r.error()));
@@ -111,13 +115,16 @@ pub async fn handle(
     if let Some(v) = admitted.extensions {
         response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
     }
+    if let Some(rate) = &admitted.rate_limit {
+        rate.apply(response.headers_mut());
+    }
     response
 }
 
-/// The error response of a call, with its outcome recorded.
+/// The error response of a call, with its outcome recorded (HTTP 429 for a rate limit).
 fn failed(call: Call, id: &Value, err: &A2aError) -> Response {
     call.failed(err);
-    json_response(error_body(id, err))
+    super::rate_headers::on_refusal(json_response(error_body(id, err)), err)
 }
 
 /// Splits a request into (id, method, params), with the JSON-RPC error for each malformation.

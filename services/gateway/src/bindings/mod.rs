@@ -7,6 +7,7 @@ mod decode;
 pub mod grpc;
 pub mod jsonrpc;
 pub mod pipeline;
+pub mod rate_headers;
 pub mod rest;
 mod sse;
 
@@ -157,10 +158,13 @@ fn valid_traceparent(v: &str) -> bool {
 
 /// The HTTP error response of a request the pipeline refused: for a caller who failed to
 /// authenticate, the error's status (401 or 403, also for JSON-RPC, whose body stays a
-/// JSON-RPC error) and `WWW-Authenticate`; otherwise `response` as it is.
+/// JSON-RPC error) and `WWW-Authenticate`; for a rate limit, 429 and its headers; otherwise
+/// `response` as it is.
 pub fn refused(mut response: Response, refusal: Refusal) -> Response {
-    let Refusal::Unauthorized(rejection) = refusal else {
-        return response;
+    let rejection = match refusal {
+        Refusal::Unauthorized(rejection) => rejection,
+        Refusal::Limited(err) => return rate_headers::on_refusal(response, &err),
+        Refusal::Invalid(_) => return response,
     };
     *response.status_mut() =
         StatusCode::from_u16(rejection.error.codes().http).unwrap_or(StatusCode::UNAUTHORIZED);

@@ -6,6 +6,11 @@
 //! Request metrics hang here, so a new cross-cutting concern (rate limits, the server span) is
 //! added in this file rather than in each binding.
 //!
+//! Rate limits (README, Rate limits): the client IP's limit is checked before authentication
+//! (so failed-auth floods are limited too), the principal's right after it; the call costs its
+//! method's cost ([`crate::limits::RateLimiter::cost`]) in both. A passed check's headers ride
+//! on [`Admitted::rate_limit`]; a refusal is [`Refusal::Limited`].
+//!
 //! Traces (README, Traces): when export is on, each call is one SERVER span named after its
 //! method, child of the client's W3C `traceparent`; the operation runs inside it
 //! ([`Call::traced`]) and the request context's `traceparent` becomes this span's, so the turn
@@ -16,6 +21,7 @@
 //! `a2a_open_streams{binding}` and `a2a_auth_failures_total{reason}`.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::time::Instant;
 
 use a2a_process::metrics::Cached;
@@ -28,8 +34,10 @@ use a2a_types::A2aError;
 use axum::http::{HeaderMap, HeaderValue};
 use futures::StreamExt;
 
+use super::rate_headers::RateLimitHeaders;
 use super::{extensions_header, request_context};
 use crate::auth::{Credentials, Rejection};
+use crate::limits::Allowance;
 use crate::service::{A2aService, EventStream, RequestContext};
 
 /// The binding a request came in by (the `binding` label).
@@ -78,6 +86,8 @@ pub struct Admitted {
     pub ctx: RequestContext,
     /// `A2A-Extensions` for the response: the activated extensions this gateway supports.
     pub extensions: Option<HeaderValue>,
+    /// `RateLimit-Policy` and `RateLimit` for the response, when a limit applied.
+    pub rate_limit: Option<RateLimitHeaders>,
 }
 
 /// A request refused by the pipeline.
@@ -87,19 +97,22 @@ pub enum Refusal {
     /// Authentication failed: the HTTP bindings answer 401/403 with `WWW-Authenticate`
     /// ([`super::refused`]); gRPC has only the status.
     Unauthorized(Rejection),
+    /// A rate limit refused the call ([`A2aError::RateLimited`]): the HTTP bindings answer 429
+    /// with `Retry-After` ([`super::rate_headers::on_refusal`]), gRPC RESOURCE_EXHAUSTED.
+    Limited(A2aError),
 }
 
 impl Refusal {
     pub fn error(&self) -> &A2aError {
         match self {
-            Refusal::Invalid(e) => e,
+            Refusal::Invalid(e) | Refusal::Limited(e) => e,
             Refusal::Unauthorized(r) => &r.error,
         }
     }
 
     pub fn into_error(self) -> A2aError {
         match self {
-            Refusal::Invalid(e) => e,
+            Refusal::Invalid(e) | Refusal::Limited(e) => e,
             Refusal::Unauthorized(r) => r.error,
         }
     }
@@ -169,14 +182,16 @@ impl Call {
     }
 
     /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
-    /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`), authentication (which sets the
-    /// owner), then the extensions the agent requires. `query` is the URL query of the HTTP
-    /// bindings (`A2A-Version` may be there, and API keys); gRPC has none.
+    /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`), the client IP's rate limit,
+    /// authentication (which sets the owner), the principal's rate limit, then the extensions
+    /// the agent requires. `query` is the URL query of the HTTP bindings (`A2A-Version` may be
+    /// there, and API keys); gRPC has none. `peer` is the TCP peer's address, when known.
     pub async fn admit(
         &self,
         svc: &A2aService,
         headers: &HeaderMap,
         query: Option<&str>,
+        peer: Option<IpAddr>,
     ) -> Result<Admitted, Refusal> {
         if !self.span.is_disabled() {
             telemetry::set_parent(&self.span, telemetry::extract(headers));
@@ -187,6 +202,18 @@ impl Call {
             ctx.traceparent = Some(tp);
         }
         ctx.span = self.span.clone();
+        let rate = svc.rate_limiter();
+        // At most two checks pass: the IP's and the principal's (no allocation for them).
+        let mut passed: [Option<Allowance>; 2] = [None, None];
+        if let Some(rate) = rate {
+            ctx.cost = rate.cost_of(METHODS.get(self.method).map(|_| self.method));
+            if let Some(ip) = rate.client_ip(headers, peer) {
+                passed[0] = rate
+                    .check_ip(ip, ctx.cost)
+                    .await
+                    .map_err(Refusal::Limited)?;
+            }
+        }
         let creds = Credentials { headers, query };
         // In the span: a refusal's log line carries the trace id.
         let auth = svc
@@ -196,10 +223,19 @@ impl Call {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
         }
+        if let Some(rate) = rate
+            && ctx.authenticated
+        {
+            passed[1] = rate
+                .check_principal(&ctx.owner, ctx.cost)
+                .await
+                .map_err(Refusal::Limited)?;
+        }
         let activated = svc.check_extensions(&ctx).map_err(Refusal::Invalid)?;
         Ok(Admitted {
             ctx,
             extensions: extensions_header(&activated),
+            rate_limit: RateLimitHeaders::of(passed.iter().flatten()),
         })
     }
 
@@ -218,7 +254,8 @@ impl Call {
                 Binding::JsonRpc => match err {
                     A2aError::Unauthenticated(_)
                     | A2aError::PermissionDenied(_)
-                    | A2aError::PayloadTooLarge { .. } => codes.http,
+                    | A2aError::PayloadTooLarge { .. }
+                    | A2aError::RateLimited { .. } => codes.http,
                     _ => 200,
                 },
                 Binding::Grpc => 0,

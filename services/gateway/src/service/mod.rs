@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agents::AgentRegistry;
 use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
 use crate::config::FileConfig;
+use crate::limits::RateLimiter;
 
 pub use card::{CardDocument, agent_card_path};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
@@ -60,6 +61,9 @@ pub struct RequestContext {
     /// The call's SERVER span (disabled while traces are off), for the `a2a.*` attributes only
     /// the operation learns (task, context, agent).
     pub span: tracing::Span,
+    /// What the call costs under the rate limits (its method's cost, README *Rate limits*); a
+    /// send charges it to the agent it reaches too.
+    pub cost: u32,
 }
 
 impl RequestContext {
@@ -73,6 +77,7 @@ impl RequestContext {
             last_event_id: None,
             idempotency_key: None,
             span: tracing::Span::none(),
+            cost: 1,
         }
     }
 }
@@ -129,6 +134,8 @@ struct Inner {
     jwks: bytes::Bytes,
     /// The followers' safety net for lost publishes.
     watch: watch::Watch,
+    /// `[limits.rate]`; `None` when no limit is set.
+    rate: Option<Arc<RateLimiter>>,
 }
 
 impl A2aService {
@@ -151,6 +158,7 @@ impl A2aService {
         let jwks = serde_json::to_vec(&config.push.keys.jwks())
             .expect("a JWKS serializes")
             .into();
+        let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
         let svc = Self {
             inner: Arc::new(Inner {
                 store,
@@ -167,6 +175,7 @@ impl A2aService {
                 push_policy,
                 jwks,
                 watch: watch::Watch::default(),
+                rate,
             }),
         };
         svc.inner
@@ -257,6 +266,11 @@ impl A2aService {
     /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
     pub fn jwks(&self) -> bytes::Bytes {
         self.inner.jwks.clone()
+    }
+
+    /// The rate limiter, when `[limits.rate]` sets a limit (`bindings::pipeline` checks it).
+    pub fn rate_limiter(&self) -> Option<&RateLimiter> {
+        self.inner.rate.as_deref()
     }
 
     pub fn max_body_bytes(&self) -> usize {

@@ -295,6 +295,11 @@ impl A2aService {
                 agent: agent.name().to_owned(),
             });
         }
+        // The agent's limit protects it (an upstream) from all callers together; checked once
+        // the send is known to be valid and routed, before anything is claimed or dispatched.
+        if let Some(rate) = self.rate_limiter() {
+            rate.check_agent(agent.name(), ctx.cost).await?;
+        }
         let opts = SendOptions {
             history_length,
             return_immediately: cfg.return_immediately,

@@ -19,6 +19,7 @@ mod postgres;
 mod push_configs;
 mod push_delivery;
 mod quotas;
+mod rate_limits;
 mod readme;
 mod redis;
 mod rest;

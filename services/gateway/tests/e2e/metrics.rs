@@ -259,12 +259,12 @@ fn grpc_text(t: &str) -> SendMessageRequest {
 }
 
 /// One `GET /metrics` of the admin listener.
-struct Scrape {
+pub(crate) struct Scrape {
     text: String,
 }
 
 impl Scrape {
-    async fn take(gw: &TestGateway) -> Self {
+    pub(crate) async fn take(gw: &TestGateway) -> Self {
         let admin = gw.admin.expect("the gateway has an admin listener");
         let resp = reqwest::get(format!("http://{admin}/metrics"))
             .await
@@ -278,7 +278,7 @@ impl Scrape {
     }
 
     /// The sum of the samples of `name` whose labels include `labels` (0 when none).
-    fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.samples(name, labels).sum()
     }
 

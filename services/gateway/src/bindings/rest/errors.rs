@@ -1,7 +1,8 @@
 //! REST errors: `google.rpc.Status` JSON (AIP-193), always `application/json`:
 //! `{"error":{"code":<HTTP status>,"status":"<gRPC code name>","message":"…","details":[…]}}`
 //! with the `google.rpc.ErrorInfo` of every error and a `google.rpc.BadRequest` for invalid
-//! params; the HTTP status is the 1.0.1 table's; retryable errors add `Retry-After: 1`.
+//! params; the HTTP status is the 1.0.1 table's; retryable errors add `Retry-After: 1`, a rate
+//! limit its own `Retry-After` and `RateLimit` headers.
 
 use a2a_types::{A2aError, ErrorInfo, grpc_status_name};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -38,7 +39,8 @@ pub fn response(err: &A2aError) -> Response {
         resp.headers_mut()
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     }
-    resp
+    // A rate limit says how long to wait, and which policy refused.
+    crate::bindings::rate_headers::on_refusal(resp, err)
 }
 
 /// 415 for a request body that is not JSON (ContentTypeNotSupported at the transport level,

@@ -20,10 +20,11 @@ use a2a_types::v1::{
 };
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -58,6 +59,7 @@ enum Reply {
 
 async fn handle(
     State(svc): State<A2aService>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -98,7 +100,8 @@ async fn handle(
             return failed(call, &A2aError::InvalidRequest(rejection.body_text()));
         }
     };
-    let admitted = match call.admit(&svc, &headers, uri.query()).await {
+    let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let admitted = match call.admit(&svc, &headers, uri.query(), peer).await {
         Ok(a) => a,
         Err(r) => {
             let response = errors::response(r.error());
@@ -119,6 +122,9 @@ async fn handle(
             let mut response = errors::unsupported_media_type(&err);
             if let Some(v) = admitted.extensions {
                 response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+            }
+            if let Some(rate) = &admitted.rate_limit {
+                rate.apply(response.headers_mut());
             }
             return response;
         }
@@ -153,6 +159,9 @@ async fn handle(
     };
     if let Some(v) = admitted.extensions {
         response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
+    }
+    if let Some(rate) = &admitted.rate_limit {
+        rate.apply(response.headers_mut());
     }
     response
 }

@@ -1,0 +1,197 @@
+//! `[limits.rate]`: the rate limits of the configuration file (README, Rate limits). Every scope
+//! is off unless it is set, so the embedded gateway limits nothing by default.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::bindings::pipeline::METHODS;
+
+/// `[limits.rate]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateConfig {
+    /// Where the limiters keep their state: `local` (this process) or `redis` (one GCRA per key
+    /// in the Redis of `A2A_REDIS_URL`, shared by every replica; the local limiter decides while
+    /// Redis is unreachable).
+    pub backend: Backend,
+    /// Per client IP, before authentication (so failed-auth floods are limited too).
+    pub ip: Option<Rate>,
+    /// Per authenticated principal (callers are not limited by it while `[auth]` is off).
+    pub principal: Option<Rate>,
+    /// Per agent a send reaches (protects upstream agents from all callers together).
+    pub agent: Option<Rate>,
+    /// Per-principal limits in place of `principal`, by principal or API key id.
+    pub overrides: Vec<Override>,
+    /// The cost of a call by method (JSON-RPC/gRPC name), in place of [`default_cost`].
+    pub costs: BTreeMap<String, u32>,
+    /// A header whose last address is the client's (e.g. `X-Forwarded-For` behind a load
+    /// balancer that appends to it); unset = the TCP peer's address. Only for a gateway that is
+    /// reachable through that proxy alone: a client could otherwise pick its own key.
+    pub client_ip_header: Option<String>,
+    /// How long a check waits for Redis before the local limiter decides instead.
+    pub redis_timeout_ms: u64,
+    /// How often keys whose buckets are full again are dropped from the local limiters.
+    pub evict_interval_secs: u64,
+    /// The Redis of `A2A_REDIS_URL` and `A2A_REDIS_PREFIX`, filled in when the configuration is
+    /// loaded (`backend = "redis"` only).
+    #[serde(skip)]
+    pub redis: Option<RedisTarget>,
+}
+
+impl Default for RateConfig {
+    fn default() -> Self {
+        Self {
+            backend: Backend::Local,
+            ip: None,
+            principal: None,
+            agent: None,
+            overrides: Vec::new(),
+            costs: BTreeMap::new(),
+            client_ip_header: None,
+            redis_timeout_ms: 50,
+            evict_interval_secs: 60,
+            redis: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Local,
+    Redis,
+}
+
+/// A rate and a burst: `rate` cost units per second on average, at most `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    pub rate: f64,
+    pub burst: u32,
+}
+
+/// `[[limits.rate.overrides]]`: one principal's (or one API key's) own rate and burst.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Override {
+    /// The principal as the gateway names it (`<issuer>|<subject>`, `apikey:<scheme>:...`).
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// The id of an API key (`[auth.schemes.*] keys` or the `api_keys` table).
+    #[serde(default)]
+    pub key: Option<String>,
+    pub rate: f64,
+    pub burst: u32,
+}
+
+impl Override {
+    pub fn limit(&self) -> Rate {
+        Rate {
+            rate: self.rate,
+            burst: self.burst,
+        }
+    }
+}
+
+/// Where the shared limiter lives; the URL prints without its password.
+#[derive(Clone)]
+pub struct RedisTarget {
+    pub url: String,
+    pub prefix: String,
+}
+
+impl std::fmt::Debug for RedisTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTarget")
+            .field("url", &a2a_store::redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// What a call costs when `costs` does not say: a send (which starts a turn, and a stream) 5,
+/// a subscription (which holds a stream) 2, anything else 1.
+pub fn default_cost(method: &str) -> u32 {
+    match method {
+        "SendMessage" | "SendStreamingMessage" => 5,
+        "SubscribeToTask" => 2,
+        _ => 1,
+    }
+}
+
+impl RateConfig {
+    /// Whether any limit is set (otherwise the pipeline checks nothing).
+    pub fn enabled(&self) -> bool {
+        self.ip.is_some()
+            || self.principal.is_some()
+            || self.agent.is_some()
+            || !self.overrides.is_empty()
+    }
+
+    /// The cost of a call of `method` (a name outside the A2A methods costs 1).
+    pub fn cost(&self, method: &str) -> u32 {
+        self.costs
+            .get(method)
+            .copied()
+            .unwrap_or_else(|| default_cost(method))
+    }
+
+    /// Rejects what could never work: a burst below the dearest call (that call would always
+    /// be refused), a rate that is not positive, an unknown method, an override naming nobody.
+    pub fn validate(&self) -> Result<(), String> {
+        for method in self.costs.keys() {
+            if !METHODS.contains(&method.as_str()) {
+                return Err(format!(
+                    "limits.rate.costs: {method:?} is not an A2A method ({})",
+                    METHODS.join(", ")
+                ));
+            }
+        }
+        if self.costs.values().any(|c| *c == 0) {
+            return Err("limits.rate.costs: a cost must be at least 1".into());
+        }
+        let dearest = METHODS.iter().map(|m| self.cost(m)).max().unwrap_or(1);
+        let named = [
+            ("ip", self.ip),
+            ("principal", self.principal),
+            ("agent", self.agent),
+        ];
+        let overrides = self
+            .overrides
+            .iter()
+            .map(|o| ("overrides", Some(o.limit())));
+        for (name, rate) in named.into_iter().chain(overrides) {
+            let Some(Rate { rate, burst }) = rate else {
+                continue;
+            };
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(format!("limits.rate.{name}: rate must be positive"));
+            }
+            if burst < dearest {
+                return Err(format!(
+                    "limits.rate.{name}: burst {burst} is below the cost of the dearest call \
+                     ({dearest}), which would always be refused"
+                ));
+            }
+        }
+        for o in &self.overrides {
+            if o.principal.is_some() == o.key.is_some() {
+                return Err("limits.rate.overrides: each names either a principal or a key".into());
+            }
+        }
+        if self
+            .client_ip_header
+            .as_deref()
+            .is_some_and(|h| axum::http::HeaderName::from_bytes(h.as_bytes()).is_err())
+        {
+            return Err("limits.rate.client_ip_header is not a header name".into());
+        }
+        if self.redis_timeout_ms == 0 || self.evict_interval_secs == 0 {
+            return Err(
+                "limits.rate.redis_timeout_ms and evict_interval_secs must be at least 1".into(),
+            );
+        }
+        Ok(())
+    }
+}

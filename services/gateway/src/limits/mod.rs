@@ -1,0 +1,10 @@
+//! Governance of what one caller may take from a shared gateway: rate limits (`[limits.rate]`,
+//! [`rate`]). The bindings never call these directly: the request pipeline
+//! (`bindings::pipeline`) checks the IP and principal limits, the service the agent limit.
+
+mod config;
+pub mod rate;
+mod shared;
+
+pub use config::{Backend, Override, Rate, RateConfig, RedisTarget, default_cost};
+pub use rate::{Allowance, Policy, RateLimiter};

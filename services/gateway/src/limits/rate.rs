@@ -1,0 +1,497 @@
+//! The rate limiter the request pipeline runs (README, Rate limits): per client IP before
+//! authentication, per principal after it, per agent when a send is routed. Each scope is a
+//! GCRA (`governor`) keyed by its key, with one rate and burst (per-principal overrides have
+//! their own); a call takes its method's cost from the bucket. With `backend = "redis"` the
+//! decision is the shared one ([`SharedGcra`]) and the local limiter stands in while Redis is
+//! unreachable.
+//!
+//! *Invariant*: keyed state stays bounded: every `evict_interval_secs` the keys whose buckets
+//! are full again (indistinguishable from a fresh key) are dropped.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+
+use a2a_types::A2aError;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use governor::clock::Clock;
+use governor::middleware::StateInformationMiddleware;
+use governor::{DefaultKeyedRateLimiter, Quota};
+use tokio_util::sync::CancellationToken;
+
+use super::config::{Backend, Rate, RateConfig};
+use super::shared::SharedGcra;
+use crate::bindings::pipeline::METHODS;
+
+/// One scope's policy: `burst` units at once, earned back at `rate` per second.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Policy {
+    /// `ip`, `principal` or `agent`: the policy's name in the `RateLimit` headers.
+    pub scope: &'static str,
+    pub burst: u32,
+    pub rate: f64,
+}
+
+impl Policy {
+    /// The policy's window (`RateLimit-Policy` `w`): how long an empty bucket takes to fill.
+    pub fn window_secs(&self) -> u64 {
+        (f64::from(self.burst) / self.rate).ceil().max(1.0) as u64
+    }
+
+    /// Seconds until a bucket with `remaining` units is full again (`RateLimit` `t`).
+    pub fn reset_secs(&self, remaining: u32) -> u64 {
+        (f64::from(self.burst.saturating_sub(remaining)) / self.rate).ceil() as u64
+    }
+}
+
+/// A check's outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    Allowed { remaining: u32 },
+    Refused { retry_after: Duration },
+}
+
+/// A passed check, for the `RateLimit` headers of the response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allowance {
+    pub policy: Policy,
+    pub remaining: u32,
+    /// The policy's `RateLimit-Policy` item (`"ip";q=100;w=2`), made once per scope.
+    pub policy_item: HeaderValue,
+}
+
+type Local<K> = DefaultKeyedRateLimiter<K, StateInformationMiddleware>;
+
+/// One scope: its policy and its local limiter.
+struct Scope<K: Hash + Eq + Clone> {
+    policy: Policy,
+    policy_item: HeaderValue,
+    local: Local<K>,
+}
+
+impl<K: Hash + Eq + Clone> Scope<K> {
+    fn new(scope: &'static str, limit: Rate) -> Self {
+        let period = Duration::from_secs_f64(1.0 / limit.rate).max(Duration::from_nanos(1));
+        let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::with_period(period)
+            .expect("the period is not zero")
+            .allow_burst(burst);
+        let policy = Policy {
+            scope,
+            burst: limit.burst,
+            rate: limit.rate,
+        };
+        let item = format!("\"{scope}\";q={};w={}", limit.burst, policy.window_secs());
+        Self {
+            policy,
+            policy_item: HeaderValue::from_str(&item).expect("a scope name and numbers"),
+            local: DefaultKeyedRateLimiter::dashmap(quota).with_middleware(),
+        }
+    }
+
+    fn check_local(&self, key: &K, cost: u32) -> Verdict {
+        let n = NonZeroU32::new(cost).unwrap_or(NonZeroU32::MIN);
+        match self.local.check_key_n(key, n) {
+            Ok(Ok(state)) => Verdict::Allowed {
+                remaining: state.remaining_burst_capacity(),
+            },
+            Ok(Err(not_until)) => Verdict::Refused {
+                retry_after: not_until.wait_time_from(self.local.clock().now()),
+            },
+            // A cost above the burst (the configuration is validated against it).
+            Err(_) => Verdict::Refused {
+                retry_after: Duration::from_secs(self.policy.window_secs()),
+            },
+        }
+    }
+
+    fn evict(&self) {
+        self.local.retain_recent();
+        self.local.shrink_to_fit();
+    }
+}
+
+pub struct RateLimiter {
+    ip: Option<Scope<IpAddr>>,
+    principal: Option<Scope<String>>,
+    agent: Option<Scope<String>>,
+    /// Overrides, and which principal or API key id uses which.
+    overrides: Vec<Scope<String>>,
+    by_principal: HashMap<String, usize>,
+    by_key: HashMap<String, usize>,
+    /// The cost of each of [`METHODS`], in its order; anything else costs 1.
+    costs: [u32; METHODS.len()],
+    client_ip_header: Option<HeaderName>,
+    shared: Option<SharedGcra>,
+}
+
+impl RateLimiter {
+    /// The limiter `config` asks for, or `None` when it sets no limit. Starts the eviction of
+    /// stale keys (until `shutdown`); must run inside a tokio runtime.
+    pub fn start(config: &RateConfig, shutdown: CancellationToken) -> Option<Arc<Self>> {
+        if !config.enabled() {
+            return None;
+        }
+        let mut by_principal = HashMap::new();
+        let mut by_key = HashMap::new();
+        let mut overrides = Vec::new();
+        for (i, o) in config.overrides.iter().enumerate() {
+            overrides.push(Scope::new("principal", o.limit()));
+            if let Some(p) = &o.principal {
+                by_principal.insert(p.clone(), i);
+            }
+            if let Some(k) = &o.key {
+                by_key.insert(k.clone(), i);
+            }
+        }
+        let shared = match (config.backend, &config.redis) {
+            (Backend::Redis, Some(target)) => Some(
+                SharedGcra::new(
+                    &target.url,
+                    &target.prefix,
+                    Duration::from_millis(config.redis_timeout_ms),
+                )
+                .expect("the Redis URL was checked when the configuration was loaded"),
+            ),
+            _ => None,
+        };
+        let limiter = Arc::new(Self {
+            ip: config.ip.map(|r| Scope::new("ip", r)),
+            principal: config.principal.map(|r| Scope::new("principal", r)),
+            agent: config.agent.map(|r| Scope::new("agent", r)),
+            overrides,
+            by_principal,
+            by_key,
+            costs: METHODS.map(|m| config.cost(m)),
+            client_ip_header: config
+                .client_ip_header
+                .as_deref()
+                .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
+            shared,
+        });
+        let every = Duration::from_secs(config.evict_interval_secs);
+        tokio::spawn(evict_stale_keys(Arc::downgrade(&limiter), every, shutdown));
+        Some(limiter)
+    }
+
+    /// Whether a per-IP limit is set (the server then records each connection's peer).
+    pub fn limits_ips(&self) -> bool {
+        self.ip.is_some()
+    }
+
+    /// What a call of `method` costs.
+    pub fn cost(&self, method: &str) -> u32 {
+        self.cost_of(METHODS.iter().position(|m| *m == method))
+    }
+
+    /// What a call of the method at `index` in [`METHODS`] costs (1 for any other).
+    pub fn cost_of(&self, index: Option<usize>) -> u32 {
+        index.and_then(|i| self.costs.get(i)).copied().unwrap_or(1)
+    }
+
+    /// The client's address: the last valid address of `client_ip_header` when configured and
+    /// present, else the TCP peer's.
+    pub fn client_ip(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<IpAddr> {
+        let forwarded = self.client_ip_header.as_ref().and_then(|name| {
+            headers
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter_map(|a| a.trim().parse::<IpAddr>().ok())
+                .next_back()
+        });
+        forwarded.or(peer)
+    }
+
+    /// The per-IP limit (before authentication); `Ok(None)` when it is off.
+    pub async fn check_ip(&self, ip: IpAddr, cost: u32) -> Result<Option<Allowance>, A2aError> {
+        let Some(scope) = &self.ip else {
+            return Ok(None);
+        };
+        self.check(scope, &ip, || ip.to_string(), cost)
+            .await
+            .map(Some)
+    }
+
+    /// The per-principal limit (or the principal's override) of an authenticated caller.
+    pub async fn check_principal(
+        &self,
+        owner: &String,
+        cost: u32,
+    ) -> Result<Option<Allowance>, A2aError> {
+        let Some(scope) = self.principal_scope(owner) else {
+            return Ok(None);
+        };
+        self.check(scope, owner, || owner.clone(), cost)
+            .await
+            .map(Some)
+    }
+
+    /// The per-agent limit, for a send routed to `agent`.
+    pub async fn check_agent(&self, agent: &str, cost: u32) -> Result<(), A2aError> {
+        let Some(scope) = &self.agent else {
+            return Ok(());
+        };
+        let key = agent.to_owned();
+        self.check(scope, &key, || key.clone(), cost)
+            .await
+            .map(|_| ())
+    }
+
+    fn principal_scope(&self, owner: &str) -> Option<&Scope<String>> {
+        if !self.overrides.is_empty() {
+            let i = self
+                .by_principal
+                .get(owner)
+                .or_else(|| api_key_id(owner).and_then(|id| self.by_key.get(id)));
+            if let Some(i) = i {
+                return self.overrides.get(*i);
+            }
+        }
+        self.principal.as_ref()
+    }
+
+    async fn check<K: Hash + Eq + Clone>(
+        &self,
+        scope: &Scope<K>,
+        key: &K,
+        shared_key: impl FnOnce() -> String,
+        cost: u32,
+    ) -> Result<Allowance, A2aError> {
+        let policy = scope.policy;
+        let shared = match &self.shared {
+            Some(shared) => {
+                let verdict = shared
+                    .check(policy.scope, &shared_key(), &policy, cost)
+                    .await;
+                if verdict.is_none() {
+                    metrics::counter!("a2a_rate_limit_fail_open_total").increment(1);
+                }
+                verdict
+            }
+            None => None,
+        };
+        match shared.unwrap_or_else(|| scope.check_local(key, cost)) {
+            Verdict::Allowed { remaining } => Ok(Allowance {
+                policy,
+                remaining,
+                policy_item: scope.policy_item.clone(),
+            }),
+            Verdict::Refused { retry_after } => {
+                metrics::counter!("a2a_rate_limited_total", "scope" => policy.scope).increment(1);
+                Err(A2aError::RateLimited {
+                    scope: policy.scope.to_owned(),
+                    limit: policy.burst,
+                    window_secs: policy.window_secs(),
+                    retry_after_ms: retry_after.as_millis().max(1) as u64,
+                })
+            }
+        }
+    }
+
+    /// Drops the keys whose buckets are full again, in every local limiter.
+    fn evict(&self) {
+        if let Some(s) = &self.ip {
+            s.evict();
+        }
+        for s in self
+            .principal
+            .iter()
+            .chain(&self.agent)
+            .chain(&self.overrides)
+        {
+            s.evict();
+        }
+    }
+
+    /// Keys held by the local limiters (for tests).
+    pub fn keys(&self) -> usize {
+        self.ip.as_ref().map_or(0, |s| s.local.len())
+            + self
+                .principal
+                .iter()
+                .chain(&self.agent)
+                .chain(&self.overrides)
+                .map(|s| s.local.len())
+                .sum::<usize>()
+    }
+}
+
+/// The id of an API key principal (`apikey:<scheme>:<source>:<id>`; the scheme is written
+/// with `:` escaped, see `auth::api_key_principal`).
+fn api_key_id(owner: &str) -> Option<&str> {
+    owner.strip_prefix("apikey:")?.splitn(3, ':').nth(2)
+}
+
+async fn evict_stale_keys(
+    limiter: std::sync::Weak<RateLimiter>,
+    every: Duration,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(limiter) = limiter.upgrade() else {
+            return;
+        };
+        limiter.evict();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::FileConfig;
+
+    fn limiter(toml: &str) -> Arc<RateLimiter> {
+        let file = FileConfig::parse(toml).unwrap();
+        RateLimiter::start(&file.limits.rate, CancellationToken::new()).expect("limits are set")
+    }
+
+    #[tokio::test]
+    async fn a_burst_passes_then_the_caller_waits() {
+        let rl = limiter("[limits.rate]\nip = { rate = 10, burst = 5 }");
+        let ip: IpAddr = "10.0.0.1".parse().unwrap();
+        for left in (0..5).rev() {
+            let a = rl.check_ip(ip, 1).await.unwrap().unwrap();
+            assert_eq!(a.remaining, left);
+        }
+        match rl.check_ip(ip, 1).await {
+            Err(A2aError::RateLimited {
+                scope,
+                limit,
+                window_secs,
+                retry_after_ms,
+            }) => {
+                assert_eq!((scope.as_str(), limit, window_secs), ("ip", 5, 1));
+                assert!((1..=100).contains(&retry_after_ms), "{retry_after_ms}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Another address has its own bucket.
+        assert!(rl.check_ip("10.0.0.2".parse().unwrap(), 5).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn sends_cost_more_than_reads() {
+        let rl = limiter("[limits.rate]\nprincipal = { rate = 1, burst = 10 }");
+        assert_eq!(rl.cost("SendMessage"), 5);
+        assert_eq!(rl.cost("GetTask"), 1);
+        assert_eq!(rl.cost("nonsense"), 1);
+        let owner = "alice".to_owned();
+        rl.check_principal(&owner, 5).await.unwrap();
+        rl.check_principal(&owner, 5).await.unwrap();
+        assert!(rl.check_principal(&owner, 1).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn overrides_by_principal_and_by_key_id() {
+        let rl = limiter(
+            r#"
+            [limits.rate]
+            principal = { rate = 1, burst = 5 }
+            costs = { GetTask = 2 }
+            [[limits.rate.overrides]]
+            principal = "vip"
+            rate = 100
+            burst = 50
+            [[limits.rate.overrides]]
+            key = "ci"
+            rate = 100
+            burst = 20
+            "#,
+        );
+        assert_eq!(rl.cost("GetTask"), 2);
+        let vip = rl.check_principal(&"vip".into(), 1).await.unwrap().unwrap();
+        assert_eq!(vip.policy.burst, 50);
+        let ci = "apikey:key:config:ci".to_owned();
+        let key = rl.check_principal(&ci, 1).await.unwrap().unwrap();
+        assert_eq!(key.policy.burst, 20);
+        let other = rl.check_principal(&"bob".into(), 1).await.unwrap().unwrap();
+        assert_eq!(other.policy.burst, 5);
+        assert_eq!(
+            api_key_id("apikey:k%3Ay:db:id:with:colons"),
+            Some("id:with:colons")
+        );
+        assert_eq!(api_key_id("https://issuer|sub"), None);
+    }
+
+    #[tokio::test]
+    async fn full_buckets_are_evicted() {
+        let rl = limiter("[limits.rate]\nip = { rate = 1000, burst = 5 }");
+        for i in 0..100u8 {
+            rl.check_ip(IpAddr::from([10, 0, 0, i]), 1).await.unwrap();
+        }
+        assert_eq!(rl.keys(), 100);
+        // 5 units at 1000/s are earned back within 5 ms.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        rl.evict();
+        assert_eq!(rl.keys(), 0);
+    }
+
+    #[test]
+    fn the_client_ip_header_wins_when_configured() {
+        let rl_off = RateConfig {
+            ip: Some(Rate {
+                rate: 1.0,
+                burst: 5,
+            }),
+            ..RateConfig::default()
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let peer: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut headers = HeaderMap::new();
+        headers.insert("x-forwarded-for", "1.2.3.4, 5.6.7.8".parse().unwrap());
+        let off = RateLimiter::start(&rl_off, CancellationToken::new()).unwrap();
+        assert_eq!(off.client_ip(&headers, Some(peer)), Some(peer));
+        let on = RateConfig {
+            client_ip_header: Some("X-Forwarded-For".into()),
+            ..rl_off
+        };
+        let on = RateLimiter::start(&on, CancellationToken::new()).unwrap();
+        assert_eq!(
+            on.client_ip(&headers, Some(peer)),
+            Some("5.6.7.8".parse().unwrap())
+        );
+        assert_eq!(on.client_ip(&HeaderMap::new(), Some(peer)), Some(peer));
+    }
+
+    #[test]
+    fn bad_limits_are_refused() {
+        for bad in [
+            "[limits.rate]\nip = { rate = 0, burst = 5 }",
+            "[limits.rate]\nprincipal = { rate = 1, burst = 4 }",
+            "[limits.rate]\ncosts = { Nope = 1 }",
+            "[limits.rate]\ncosts = { GetTask = 0 }",
+            "[limits.rate]\n[[limits.rate.overrides]]\nrate = 1\nburst = 5",
+            "[limits.rate]\nbackend = \"memcached\"",
+        ] {
+            assert!(FileConfig::parse(bad).is_err(), "{bad}");
+        }
+        // The flat [limits] keys still parse beside the new table.
+        let f = FileConfig::parse(
+            "[limits]\nmax_parts = 3\n[limits.rate]\nip = { rate = 5, burst = 10 }",
+        )
+        .unwrap();
+        assert_eq!(f.limits.max_parts, 3);
+        assert_eq!(
+            f.limits.rate.ip,
+            Some(Rate {
+                rate: 5.0,
+                burst: 10
+            })
+        );
+    }
+}
