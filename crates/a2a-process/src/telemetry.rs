@@ -366,6 +366,12 @@ pub fn extract(headers: &http::HeaderMap) -> opentelemetry::Context {
     propagator().extract(&HeaderExtractor(headers))
 }
 
+/// The span a context names, when it names a valid one (a remote parent that was sent).
+pub fn parent_of(cx: &opentelemetry::Context) -> Option<SpanContext> {
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then_some(sc)
+}
+
 /// The remote parent named by a stored `traceparent` value (e.g. a Redis entry's `tp`).
 pub fn context_from_traceparent(traceparent: &str) -> opentelemetry::Context {
     propagator().extract(&PairExtractor(traceparent, None))

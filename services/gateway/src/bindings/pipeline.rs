@@ -22,6 +22,7 @@
 
 use std::future::Future;
 use std::net::IpAddr;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use a2a_process::metrics::Cached;
@@ -126,8 +127,11 @@ pub struct Call {
     method: usize,
     started: Instant,
     recorded: bool,
-    /// The SERVER span (disabled while traces are off).
-    span: tracing::Span,
+    /// The SERVER span, built by [`Call::admit`] when the request is sampled (unset while
+    /// traces are off, for an unsampled request, and before admission).
+    span: OnceLock<tracing::Span>,
+    /// The HTTP method and route template, kept for the span while traces are on.
+    http: Option<(String, String)>,
     /// The HTTP status a binding answers with when it is not the error's own (REST's 415).
     status: Option<u16>,
 }
@@ -139,7 +143,8 @@ impl Call {
             method: METHODS.len(),
             started: Instant::now(),
             recorded: false,
-            span: server_span(binding),
+            span: OnceLock::new(),
+            http: None,
             status: None,
         }
     }
@@ -150,18 +155,13 @@ impl Call {
             .iter()
             .position(|m| *m == name)
             .unwrap_or(METHODS.len());
-        if !self.span.is_disabled() {
-            self.span.record("otel.name", self.method_name());
-            self.span.record("rpc.method", self.method_name());
-        }
     }
 
     /// The HTTP method and route template (`http.request.method`, `http.route`) of the HTTP
-    /// bindings, for the span.
-    pub fn http(&self, method: &str, route: impl FnOnce() -> String) {
-        if !self.span.is_disabled() {
-            self.span.record("http.request.method", method);
-            self.span.record("http.route", route());
+    /// bindings, for the span (the route is built only while traces are on).
+    pub fn http(&mut self, method: &str, route: impl FnOnce() -> String) {
+        if telemetry::enabled() {
+            self.http = Some((method.to_owned(), route()));
         }
     }
 
@@ -172,13 +172,14 @@ impl Call {
 
     /// The call's SERVER span, for attributes only the operation knows (`a2a.task_id`, ...).
     pub fn span(&self) -> &tracing::Span {
-        &self.span
+        static NONE: tracing::Span = tracing::Span::none();
+        self.span.get().unwrap_or(&NONE)
     }
 
     /// Runs the operation inside the SERVER span (its logs carry the trace id, its store reads
     /// and upstream calls are children).
     pub fn traced<F: Future>(&self, op: F) -> tracing::instrument::Instrumented<F> {
-        op.instrument(self.span.clone())
+        op.instrument(self.span().clone())
     }
 
     /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
@@ -193,15 +194,25 @@ impl Call {
         query: Option<&str>,
         peer: Option<IpAddr>,
     ) -> Result<Admitted, Refusal> {
-        if !self.span.is_disabled() {
-            telemetry::set_parent(&self.span, telemetry::extract(headers));
+        // Sampled now, before any span is built: an unsampled request builds none.
+        let remote = telemetry::enabled().then(|| telemetry::extract(headers));
+        let parent = remote.as_ref().and_then(telemetry::parent_of);
+        if telemetry::sample_request(parent.as_ref())
+            && let Some(remote) = remote
+        {
+            let span = server_span(self.binding, self.method_name(), self.http.as_ref());
+            telemetry::set_parent(&span, remote);
+            let _ = self.span.set(span);
         }
         let mut ctx = request_context(headers, query).map_err(Refusal::Invalid)?;
-        if let Some(tp) = telemetry::traceparent(&self.span) {
+        if let Some(tp) = telemetry::traceparent(self.span()) {
             // The turn and the events it publishes continue from this call's span.
             ctx.traceparent = Some(tp);
+        } else if telemetry::enabled() {
+            // Not sampled: what follows is not traced either, here or downstream.
+            ctx.traceparent = Some(telemetry::unsampled_traceparent(parent.as_ref()));
         }
-        ctx.span = self.span.clone();
+        ctx.span = self.span().clone();
         let rate = svc.rate_limiter();
         // At most two checks pass: the IP's and the principal's (no allocation for them).
         let mut passed: [Option<Allowance>; 2] = [None, None];
@@ -218,7 +229,7 @@ impl Call {
         // In the span: a refusal's log line carries the trace id.
         let auth = svc
             .authenticate(&mut ctx, creds)
-            .instrument(self.span.clone());
+            .instrument(self.span().clone());
         if let Err(r) = auth.await {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
@@ -247,7 +258,7 @@ impl Call {
     /// Records a call answered with `err` (the outcome is its ErrorInfo reason).
     pub fn failed(mut self, err: &A2aError) {
         let codes = err.codes();
-        if !self.span.is_disabled() {
+        if !self.span().is_disabled() {
             let status = self.status.unwrap_or(match self.binding {
                 Binding::Rest => codes.http,
                 // JSON-RPC answers errors with 200, except the transport's own refusals.
@@ -262,7 +273,7 @@ impl Call {
             });
             self.status = Some(status);
             if self.binding == Binding::Grpc {
-                self.span.record(
+                self.span().record(
                     "rpc.response.status_code",
                     format!("{:?}", codes.grpc).to_uppercase(),
                 );
@@ -281,7 +292,7 @@ impl Call {
                 _ => codes.http >= 500,
             };
             if server_error {
-                self.span.record("otel.status_code", "ERROR");
+                self.span().record("otel.status_code", "ERROR");
             }
         }
         self.record(codes.reason);
@@ -320,12 +331,12 @@ impl Call {
 
     fn record(&mut self, outcome: &'static str) {
         self.recorded = true;
-        if !self.span.is_disabled() {
+        if !self.span().is_disabled() {
             self.end_span(outcome);
         }
         let elapsed = self.started.elapsed();
         // An access line at debug level, in the call's span (so it carries its trace id).
-        tracing::debug!(parent: &self.span, binding = self.binding.as_str(),
+        tracing::debug!(parent: self.span(), binding = self.binding.as_str(),
             method = self.method_name(), outcome, elapsed_ms = elapsed.as_millis() as u64,
             "a2a call");
         let (binding, method) = (self.binding.as_str(), self.method_name());
@@ -368,7 +379,7 @@ static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; METHODS.len() + 1]; 3] =
 
 impl Call {
     fn end_span(&self, outcome: &'static str) {
-        let span = &self.span;
+        let span = self.span();
         if self.binding != Binding::Grpc {
             span.record("http.response.status_code", self.status.unwrap_or(200));
         } else if outcome == "ok" {
@@ -381,30 +392,28 @@ impl Call {
     }
 }
 
-/// The SERVER span of one call (attributes: README, Traces), or a disabled span while traces
-/// are off: then nothing is built.
-fn server_span(binding: Binding) -> tracing::Span {
-    if !telemetry::enabled() {
-        return tracing::Span::none();
-    }
+/// The SERVER span of one sampled call (attributes: README, Traces), named after its method.
+fn server_span(
+    binding: Binding,
+    method: &'static str,
+    http: Option<&(String, String)>,
+) -> tracing::Span {
     // HTTP+JSON is an HTTP API, not an RPC protocol: it has no `rpc.system.name`.
     let system = match binding {
         Binding::JsonRpc => Some("jsonrpc"),
         Binding::Grpc => Some("grpc"),
         Binding::Rest => None,
     };
-    // REST records its verb once routed (`Call::http`).
-    let http_method = (binding == Binding::JsonRpc).then_some("POST");
     tracing::info_span!(
         "a2a.server",
-        otel.name = UNKNOWN_METHOD,
+        otel.name = method,
         otel.kind = "server",
         otel.status_code = Empty,
         rpc.system.name = system,
-        rpc.method = Empty,
+        rpc.method = method,
         rpc.response.status_code = Empty,
-        http.request.method = http_method,
-        http.route = Empty,
+        http.request.method = http.map(|(m, _)| m.as_str()),
+        http.route = http.map(|(_, r)| r.as_str()),
         http.response.status_code = Empty,
         error.type = Empty,
         a2a.binding = binding.as_str(),

@@ -597,3 +597,79 @@ async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
             .any(|s| s.service == "front-gw" && s.name == "push deliver")
     );
 }
+
+/// Sampling is decided when a request arrives: a caller's unsampled `traceparent` (flag 00)
+/// builds no span anywhere (the default sampler follows the parent), and the webhook still gets
+/// the trace, flagged not sampled; a sampled caller in the same process is traced.
+#[tokio::test]
+async fn an_unsampled_request_builds_no_span_and_passes_its_trace_on() {
+    const UNSAMPLED: &str = "11111111111111111111111111111111";
+    let otlp = OtlpReceiver::start().await;
+    let webhook = Receiver::start().await;
+    let gw = Gateway::start(
+        "sampled-gw",
+        &otlp,
+        "[push]\nallowed_hosts = [\"127.0.0.1\"]\n",
+        &[],
+    );
+    let client = reqwest::Client::new();
+    let send = |trace: &str, flags: &str| {
+        client
+            .post(format!("{}/a2a/jsonrpc", gw.url))
+            .header("traceparent", format!("00-{trace}-{CLIENT_SPAN}-{flags}"))
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"tenant": "scenario", "message": script_message(json!({"chunks": 1})),
+                           "configuration": {"taskPushNotificationConfig":
+                               {"url": webhook.url("/hook")}}}}))
+            .send()
+    };
+    let resp: Value = send(UNSAMPLED, "00").await.unwrap().json().await.unwrap();
+    assert_eq!(
+        resp["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let resp: Value = send(CLIENT_TRACE, "01")
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    // Both tasks' events reach the webhook; the sampled one's spans are exported.
+    webhook
+        .wait_for(Duration::from_secs(20), |r| {
+            r.iter()
+                .filter(|r| r.json.to_string().contains("TASK_STATE_COMPLETED"))
+                .count()
+                >= 2
+        })
+        .await;
+    let spans = otlp
+        .wait_for(Duration::from_secs(20), |s| {
+            s.iter()
+                .any(|s| s.trace_id == CLIENT_TRACE && s.name == "push deliver")
+                && s.iter().any(|s| s.trace_id == CLIENT_TRACE && s.kind == 2)
+        })
+        .await;
+    assert!(
+        !spans.iter().any(|s| s.trace_id == UNSAMPLED),
+        "{:#?}",
+        spans
+            .iter()
+            .filter(|s| s.trace_id == UNSAMPLED)
+            .collect::<Vec<_>>()
+    );
+    let hooks = webhook.requests();
+    let unsampled: Vec<String> = hooks
+        .iter()
+        .map(|r| r.headers["traceparent"].to_str().unwrap().to_owned())
+        .filter(|tp| tp.contains(UNSAMPLED))
+        .collect();
+    assert!(!unsampled.is_empty());
+    for tp in &unsampled {
+        assert!(tp.ends_with("-00"), "{tp}");
+    }
+}
