@@ -38,12 +38,12 @@ pub struct Policy {
 impl Policy {
     /// The policy's window (`RateLimit-Policy` `w`): how long an empty bucket takes to fill.
     pub fn window_secs(&self) -> u64 {
-        (f64::from(self.burst) / self.rate).ceil().max(1.0) as u64
+        whole_secs(f64::from(self.burst) / self.rate).max(1)
     }
 
     /// Seconds until a bucket with `remaining` units is full again (`RateLimit` `t`).
     pub fn reset_secs(&self, remaining: u32) -> u64 {
-        (f64::from(self.burst.saturating_sub(remaining)) / self.rate).ceil() as u64
+        whole_secs(f64::from(self.burst.saturating_sub(remaining)) / self.rate)
     }
 }
 
@@ -319,6 +319,11 @@ impl RateLimiter {
                 .map(|s| s.local.len())
                 .sum::<usize>()
     }
+}
+
+/// Seconds rounded up, but not for the last bits of a division (30.000000000000004 is 30).
+fn whole_secs(secs: f64) -> u64 {
+    (secs - 1e-9).ceil().max(0.0) as u64
 }
 
 /// The id of an API key principal (`apikey:<scheme>:<source>:<id>`; the scheme is written
