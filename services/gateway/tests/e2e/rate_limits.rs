@@ -224,6 +224,23 @@ burst = 50
         let refused = call(&gw, via, Some(key), None).await;
         assert_limited(&refused, via, "principal", 5, Duration::from_secs(10));
     }
+    // `a2a-client` reads each binding's refusal as the typed error, with its retry hint.
+    let clients = [
+        (a2a_client::BindingKind::HttpJson, "rest-secret"),
+        (a2a_client::BindingKind::JsonRpc, "rpc-secret"),
+        (a2a_client::BindingKind::Grpc, "grpc-secret"),
+    ];
+    for (kind, key) in clients {
+        let client = crate::auth::client(&gw, kind, Some(("X-API-Key", key)));
+        let err = client.list_tasks(Default::default()).await.unwrap_err();
+        match err.as_a2a() {
+            Some(a2a_types::A2aError::RateLimited { scope, limit, .. }) => {
+                assert_eq!((scope.as_str(), *limit), ("principal", 5), "{kind:?}")
+            }
+            other => panic!("{kind:?}: {other:?} ({err})"),
+        }
+        assert!(err.as_a2a().and_then(|e| e.retry_after()).is_some());
+    }
     // Each principal has its own bucket; an override has its own rate and burst.
     for _ in 0..20 {
         assert!(call(&gw, Via::Rest, Some("vip-secret"), None).await.ok);
