@@ -82,6 +82,8 @@ impl SharedGcra {
             return None;
         }
         let redis_key = format!("{}{scope}:{key}", self.prefix);
+        // Microseconds, as Redis's TIME gives them (and as a Lua number holds exactly): a rate
+        // above a million units per second per key counts as a million here.
         let interval_us = (1_000_000.0 / policy.rate).ceil().max(1.0) as u64;
         let tolerance_us = interval_us.saturating_mul(u64::from(policy.burst));
         let call = async {
