@@ -20,6 +20,7 @@ use crate::auth::KeyDirectory;
 use crate::bindings::{card, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
+use crate::tls::{ServerTls, TlsListener, TlsPeer};
 use crate::upstream::UpstreamAgent;
 
 /// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
@@ -308,11 +309,17 @@ async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
 /// replica that takes them over.
 pub async fn serve_and_drain(
     listener: TcpListener,
+    tls: Option<ServerTls>,
     svc: A2aService,
     shutdown: CancellationToken,
     drain: std::time::Duration,
 ) -> std::io::Result<usize> {
-    let serving = serve(listener, svc.clone(), shutdown.clone());
+    let serving = async {
+        match tls {
+            Some(tls) => serve_tls(listener, tls, svc.clone(), shutdown.clone()).await,
+            None => serve(listener, svc.clone(), shutdown.clone()).await,
+        }
+    };
     tokio::pin!(serving);
     // Only an error ends serving before the shutdown.
     let served = tokio::select! {
@@ -347,6 +354,23 @@ pub async fn serve(
     axum::serve(listener, router(svc))
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await
+}
+
+/// As [`serve`], over TLS: HTTP/1.1 and HTTP/2 (so gRPC) by ALPN on the one port. Each request
+/// carries its connection's [`TlsPeer`] (the verified client certificate, for `mutualTLS`).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: ServerTls,
+    svc: A2aService,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let listener = TlsListener::new(listener, tls)?;
+    axum::serve(
+        listener,
+        router(svc).into_make_service_with_connect_info::<TlsPeer>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.cancelled().await })
+    .await
 }
 
 #[cfg(test)]

@@ -63,6 +63,17 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "built-in agents to route to, comma separated (echo, scenario); default both in \
          embedded mode, echo with PostgreSQL or Redis (builtin_agents)",
     ),
+    (
+        "A2A_TLS_CERT",
+        "PEM certificate chain: serve TLS (HTTP/1.1, HTTP/2, gRPC) on A2A_LISTEN; with \
+         A2A_TLS_KEY; reloaded when it changes ([tls] cert)",
+    ),
+    ("A2A_TLS_KEY", "PEM private key of A2A_TLS_CERT ([tls] key)"),
+    (
+        "A2A_TLS_CLIENT_CA",
+        "PEM CA certificates client certificates are verified against; enables mTLS \
+         (`mutualTLS` schemes) ([tls] client_ca)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -135,6 +146,9 @@ pub struct FileConfig {
     pub idempotency: IdempotencyConfig,
     /// How long terminal tasks are kept, and how many tasks the in-memory store holds.
     pub retention: crate::retention::RetentionConfig,
+    /// TLS on the public listener (`[tls]`, or `A2A_TLS_CERT` and `A2A_TLS_KEY`); absent =
+    /// plaintext HTTP/1.1 and h2c.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 /// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an
@@ -300,6 +314,36 @@ impl Default for Limits {
     }
 }
 
+/// `[tls]` with `A2A_TLS_CERT`, `A2A_TLS_KEY` (a pair: both or neither) and
+/// `A2A_TLS_CLIENT_CA` over it.
+fn tls_config(
+    file: Option<crate::tls::TlsConfig>,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::tls::TlsConfig>, String> {
+    let mut tls = match (env("A2A_TLS_CERT"), env("A2A_TLS_KEY")) {
+        (Some(cert), Some(key)) => Some(crate::tls::TlsConfig {
+            cert: cert.into(),
+            key: key.into(),
+            client_ca: file.as_ref().and_then(|f| f.client_ca.clone()),
+            reload_interval_ms: file.as_ref().map_or(10_000, |f| f.reload_interval_ms),
+        }),
+        (None, None) => file,
+        _ => return Err("A2A_TLS_CERT and A2A_TLS_KEY go together: set both or neither".into()),
+    };
+    if let Some(ca) = env("A2A_TLS_CLIENT_CA") {
+        match &mut tls {
+            Some(t) => t.client_ca = Some(ca.into()),
+            None => {
+                return Err(
+                    "A2A_TLS_CLIENT_CA needs TLS: set A2A_TLS_CERT and A2A_TLS_KEY (or [tls])"
+                        .into(),
+                );
+            }
+        }
+    }
+    Ok(tls)
+}
+
 /// PostgreSQL settings (used when `A2A_DATABASE_URL` is set).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -396,9 +440,11 @@ impl Config {
                 })
             })
             .transpose()?;
+        let tls = tls_config(file.tls.clone(), &nonempty)?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let public_url = nonempty("A2A_PUBLIC_URL")
             .or_else(|| file.public_url.clone())
-            .unwrap_or_else(|| format!("http://{listen}"));
+            .unwrap_or_else(|| format!("{scheme}://{listen}"));
         let public_url = public_url.trim_end_matches('/').to_owned();
         url::Url::parse(&public_url)
             .map_err(|e| format!("A2A_PUBLIC_URL={public_url:?} is not a URL: {e}"))?;
@@ -423,6 +469,7 @@ impl Config {
             );
         }
         file.push = push_config(file.push, &nonempty)?;
+        file.tls = tls;
         Ok(Self {
             listen,
             admin_listen,
@@ -449,6 +496,11 @@ impl Config {
             }
             None => vec!["echo".to_owned()],
         }
+    }
+
+    /// Whether the public listener serves TLS.
+    pub fn tls(&self) -> Option<&crate::tls::TlsConfig> {
+        self.file.tls.as_ref()
     }
 
     /// Embedded when neither PostgreSQL nor Redis is configured.

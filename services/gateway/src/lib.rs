@@ -9,4 +9,5 @@ pub mod keys;
 pub mod metrics;
 pub mod retention;
 pub mod service;
+pub mod tls;
 pub mod upstream;

@@ -28,6 +28,7 @@ use tonic_health::ServingStatus;
 use super::EXTENSIONS_HEADER;
 use super::pipeline::{Admitted, Binding, Call};
 use crate::service::{A2aService, EventStream, RequestContext};
+use crate::tls::PeerCert;
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
 /// final status (tonic ends the stream on the first `Err`).
@@ -108,10 +109,12 @@ impl GrpcBinding {
     /// HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
     /// `a2a-extensions` comma-separated).
     async fn admit<T>(&self, call: &Call, req: Request<T>) -> Result<(Admitted, T), A2aError> {
-        let (metadata, _, message) = req.into_parts();
+        let (metadata, extensions, message) = req.into_parts();
         let headers = metadata.into_headers();
+        // tonic keeps the HTTP request's extensions, the connection's certificate among them.
+        let peer = PeerCert::from_extensions(&extensions);
         let admitted = call
-            .admit(&self.svc, &headers, None)
+            .admit(&self.svc, &headers, None, peer.0.as_ref())
             .await
             .map_err(|r| r.into_error())?;
         Ok((admitted, message))

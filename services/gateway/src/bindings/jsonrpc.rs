@@ -21,6 +21,7 @@ use serde_json::value::RawValue;
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, EventStream, RequestContext};
+use crate::tls::PeerCert;
 
 pub const PATH: &str = "/a2a/jsonrpc";
 
@@ -52,6 +53,7 @@ pub async fn handle(
     State(svc): State<A2aService>,
     uri: Uri,
     headers: HeaderMap,
+    peer: PeerCert,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut call = Call::start(Binding::JsonRpc);
@@ -80,7 +82,10 @@ pub async fn handle(
     };
     call.method(&method);
     call.http("POST", || PATH.to_owned());
-    let admitted = match call.admit(&svc, &headers, uri.query()).await {
+    let admitted = match call
+        .admit(&svc, &headers, uri.query(), peer.0.as_ref())
+        .await
+    {
         Ok(a) => a,
         Err(r) => {
             let response = json_response(error_body(&id, r.error()));

@@ -171,12 +171,14 @@ impl Call {
     /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
     /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`), authentication (which sets the
     /// owner), then the extensions the agent requires. `query` is the URL query of the HTTP
-    /// bindings (`A2A-Version` may be there, and API keys); gRPC has none.
+    /// bindings (`A2A-Version` may be there, and API keys); gRPC has none. `client_cert` is the
+    /// connection's verified client certificate (TLS with a client CA), for `mutualTLS`.
     pub async fn admit(
         &self,
         svc: &A2aService,
         headers: &HeaderMap,
         query: Option<&str>,
+        client_cert: Option<&crate::tls::ClientCert>,
     ) -> Result<Admitted, Refusal> {
         if !self.span.is_disabled() {
             telemetry::set_parent(&self.span, telemetry::extract(headers));
@@ -187,7 +189,11 @@ impl Call {
             ctx.traceparent = Some(tp);
         }
         ctx.span = self.span.clone();
-        let creds = Credentials { headers, query };
+        let creds = Credentials {
+            headers,
+            query,
+            client_cert,
+        };
         // In the span: a refusal's log line carries the trace id.
         let auth = svc
             .authenticate(&mut ctx, creds)

@@ -34,6 +34,7 @@ use self::routes::{NoRoute, Op, Route};
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, CardDocument, EventStream, RequestContext, SeqEvent};
+use crate::tls::PeerCert;
 
 pub const PREFIX: &str = "/a2a/rest";
 
@@ -61,6 +62,7 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    peer: PeerCert,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut call = Call::start(Binding::Rest);
@@ -98,7 +100,10 @@ async fn handle(
             return failed(call, &A2aError::InvalidRequest(rejection.body_text()));
         }
     };
-    let admitted = match call.admit(&svc, &headers, uri.query()).await {
+    let admitted = match call
+        .admit(&svc, &headers, uri.query(), peer.0.as_ref())
+        .await
+    {
         Ok(a) => a,
         Err(r) => {
             let response = errors::response(r.error());
