@@ -31,6 +31,7 @@ mod http;
 mod jsonrpc;
 mod rest;
 pub mod sse;
+mod tls;
 
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -43,6 +44,7 @@ use futures::stream::BoxStream;
 
 pub use card::{ClientPrefs, fetch_card, select_interface};
 pub use error::ClientError;
+pub use tls::ClientTls;
 
 /// The stream of a streaming operation.
 pub type EventStream = BoxStream<'static, Result<StreamEvent, ClientError>>;
@@ -236,15 +238,29 @@ impl A2aClient {
         Self::with_http_client(binding, http::default_client()?)
     }
 
+    /// As [`A2aClient::new`], over TLS with extra CA certificates and/or a client certificate
+    /// (`https://` URLs and gRPC endpoints; the system's roots are trusted too).
+    pub fn with_tls(binding: Binding, tls: &ClientTls) -> Result<Self, ClientError> {
+        Self::build(binding, tls.http_client()?, tls)
+    }
+
     /// As [`A2aClient::new`], with a caller-configured reqwest client for the HTTP bindings.
     pub fn with_http_client(binding: Binding, http: reqwest::Client) -> Result<Self, ClientError> {
+        Self::build(binding, http, &ClientTls::default())
+    }
+
+    fn build(
+        binding: Binding,
+        http: reqwest::Client,
+        tls: &ClientTls,
+    ) -> Result<Self, ClientError> {
         let limits = Limits::default();
         let transport = match &binding {
             Binding::JsonRpc { url } => {
                 Transport::JsonRpc(jsonrpc::JsonRpcTransport::new(http, url)?)
             }
             Binding::Rest { url } => Transport::Rest(rest::RestTransport::new(http, url)?),
-            Binding::Grpc { endpoint } => Transport::Grpc(grpc::GrpcTransport::new(endpoint)?),
+            Binding::Grpc { endpoint } => Transport::Grpc(grpc::GrpcTransport::new(endpoint, tls)?),
         };
         Ok(Self {
             transport,

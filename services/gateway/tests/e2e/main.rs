@@ -24,5 +24,6 @@ mod redis;
 mod rest;
 mod retention;
 mod streams;
+mod tls;
 mod traces;
 mod upstream;
