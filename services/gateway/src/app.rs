@@ -213,6 +213,24 @@ pub fn open_access_warning(config: &Config, addr: std::net::SocketAddr) -> Optio
     ))
 }
 
+/// The warning to log at start when a `mutualTLS` scheme is declared but no client CA is
+/// configured: no request can then present a verified certificate, so the scheme (still
+/// published in the card) is never satisfied.
+pub fn mutual_tls_warning(config: &Config) -> Option<String> {
+    use a2a_types::v1::security_scheme::Scheme;
+    let auth = config.file.auth.as_ref()?;
+    let name = auth.schemes.iter().find_map(|(name, s)| {
+        matches!(s.scheme.scheme, Some(Scheme::MtlsSecurityScheme(_))).then_some(name)
+    })?;
+    if config.tls().is_some_and(|t| t.client_ca.is_some()) {
+        return None;
+    }
+    Some(format!(
+        "auth scheme {name} is mutualTLS but no client CA is configured ([tls] client_ca, \
+         A2A_TLS_CLIENT_CA): no request can satisfy it"
+    ))
+}
+
 pub async fn migrate(config: &Config) -> Result<(), String> {
     let url = config
         .database_url
@@ -398,5 +416,24 @@ mod tests {
         .unwrap();
         let closed = Config::from_parts(auth, |_| None).unwrap();
         assert!(warn(&closed, "0.0.0.0:8080").is_none());
+    }
+
+    #[test]
+    fn a_mutual_tls_scheme_without_a_client_ca_is_warned_about() {
+        let mtls = r#"
+            [auth.schemes.certs]
+            scheme = { mtlsSecurityScheme = {} }
+        "#;
+        let config = |toml: &str, env: &[(&str, &str)]| {
+            Config::from_parts(FileConfig::parse(toml).unwrap(), a2a_testing::env_of(env)).unwrap()
+        };
+        let w = mutual_tls_warning(&config(mtls, &[])).expect("a warning");
+        assert!(w.contains("certs"), "{w}");
+        let tls = [("A2A_TLS_CERT", "/c"), ("A2A_TLS_KEY", "/k")];
+        assert!(mutual_tls_warning(&config(mtls, &tls)).is_some());
+        let mut with_ca = tls.to_vec();
+        with_ca.push(("A2A_TLS_CLIENT_CA", "/ca"));
+        assert!(mutual_tls_warning(&config(mtls, &with_ca)).is_none());
+        assert!(mutual_tls_warning(&config("", &[])).is_none());
     }
 }

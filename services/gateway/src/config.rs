@@ -649,6 +649,48 @@ mod tests {
     }
 
     #[test]
+    fn tls_comes_from_the_file_or_the_environment_in_pairs() {
+        let file = FileConfig::parse(
+            "[tls]\ncert = \"/f/cert.pem\"\nkey = \"/f/key.pem\"\nclient_ca = \"/f/ca.pem\"",
+        )
+        .unwrap();
+        let c = Config::from_parts(file.clone(), env(&[])).unwrap();
+        let tls = c.tls().unwrap();
+        assert_eq!(tls.cert.to_str(), Some("/f/cert.pem"));
+        assert_eq!(tls.reload_interval_ms, 10_000);
+        assert_eq!(c.public_url, "https://127.0.0.1:8080");
+        // The environment's pair wins and keeps the file's client CA unless it names one.
+        let pair = [
+            ("A2A_TLS_CERT", "/e/cert.pem"),
+            ("A2A_TLS_KEY", "/e/key.pem"),
+        ];
+        let c = Config::from_parts(file.clone(), env(&pair)).unwrap();
+        let tls = c.tls().unwrap();
+        assert_eq!(tls.key.to_str(), Some("/e/key.pem"));
+        assert_eq!(
+            tls.client_ca.as_deref().and_then(|p| p.to_str()),
+            Some("/f/ca.pem")
+        );
+        let mut with_ca = pair.to_vec();
+        with_ca.push(("A2A_TLS_CLIENT_CA", "/e/ca.pem"));
+        let c = Config::from_parts(FileConfig::default(), env(&with_ca)).unwrap();
+        let ca = c.tls().unwrap().client_ca.clone();
+        assert_eq!(ca.as_deref().and_then(|p| p.to_str()), Some("/e/ca.pem"));
+        // Half a pair, or a client CA without TLS, is refused with the variables named.
+        let e = Config::from_parts(FileConfig::default(), env(&pair[..1])).unwrap_err();
+        assert!(e.contains("A2A_TLS_KEY"), "{e}");
+        let e = Config::from_parts(FileConfig::default(), env(&[("A2A_TLS_CLIENT_CA", "/ca")]))
+            .unwrap_err();
+        assert!(e.contains("A2A_TLS_CLIENT_CA needs TLS"), "{e}");
+        assert!(
+            Config::from_parts(FileConfig::default(), env(&[]))
+                .unwrap()
+                .tls()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn env_wins_over_file() {
         let file =
             FileConfig::parse("listen = \"127.0.0.1:1\"\npublic_url = \"http://file\"").unwrap();

@@ -149,6 +149,9 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
     if let Some(warning) = app::open_access_warning(&config, addr) {
         tracing::warn!("{warning}");
     }
+    if let Some(warning) = app::mutual_tls_warning(&config) {
+        tracing::warn!("{warning}");
+    }
     if let Some(admin) = config.admin_listen {
         let listener = match tokio::net::TcpListener::bind(admin).await {
             Ok(l) => l,

@@ -247,9 +247,23 @@ async fn bad_client_certificates_fail_the_handshake_on_every_binding() {
 #[tokio::test]
 async fn alpn_offers_h2_and_http1_on_the_one_port() {
     let gw = TlsGateway::start().await;
+    // A client that connects and never says hello delays nobody (handshakes run beside the
+    // accept loop).
+    let _silent = TcpStream::connect(gw.addr).await.unwrap();
     for proto in ["h2", "http/1.1"] {
-        let (_, tls) = connect(&gw, None, &[proto]).await.unwrap();
+        let (_, mut tls) =
+            tokio::time::timeout(Duration::from_secs(5), connect(&gw, None, &[proto]))
+                .await
+                .expect("served while another client stays silent")
+                .unwrap();
         assert_eq!(tls.get_ref().1.alpn_protocol(), Some(proto.as_bytes()));
+        if proto == "http/1.1" {
+            assert!(
+                request(&mut tls, "/healthz")
+                    .await
+                    .starts_with("HTTP/1.1 200")
+            );
+        }
     }
 }
 
