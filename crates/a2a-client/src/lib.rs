@@ -281,7 +281,7 @@ impl A2aClient {
     /// that speaks A2A 1.x over a binding `prefs` allows. The interface's tenant becomes the
     /// client's tenant.
     pub async fn from_card_url(url: &str, prefs: &ClientPrefs) -> Result<Self, ClientError> {
-        let http = http::default_client()?;
+        let http = prefs.tls.http_client()?;
         let card = card::fetch_card(&http, url, prefs.limits.max_body_bytes).await?;
         Self::from_card(&card, prefs, http)
     }
@@ -293,7 +293,8 @@ impl A2aClient {
         http: reqwest::Client,
     ) -> Result<Self, ClientError> {
         let (binding, tenant) = card::select_interface(card, prefs)?;
-        let mut client = Self::with_http_client(binding, http)?;
+        // `http` serves the HTTP bindings as the caller built it; gRPC gets `prefs.tls`.
+        let mut client = Self::build(binding, http, &prefs.tls)?;
         client.common.tenant = tenant;
         client.common.limits = prefs.limits;
         Ok(client)

@@ -41,7 +41,18 @@ impl ClientTls {
 
     /// The reqwest client of the HTTP bindings.
     pub(crate) fn http_client(&self) -> Result<reqwest::Client, ClientError> {
-        let mut builder = crate::http::client_builder();
+        self.configure(crate::http::client_builder())?
+            .build()
+            .map_err(|e| ClientError::transport("building the HTTP client", e))
+    }
+
+    /// Adds these CA certificates and client certificate to a caller's reqwest builder (for a
+    /// client of its own that the A2A client then uses, see
+    /// [`A2aClient::from_card`](crate::A2aClient::from_card)).
+    pub fn configure(
+        &self,
+        mut builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder, ClientError> {
         if let Some(ca) = &self.ca_pem {
             let certs = reqwest::Certificate::from_pem_bundle(ca)
                 .map_err(|e| ClientError::Config(format!("TLS CA certificates: {e}")))?;
@@ -54,9 +65,7 @@ impl ClientTls {
                 .map_err(|e| ClientError::Config(format!("TLS client certificate: {e}")))?;
             builder = builder.identity(identity);
         }
-        builder
-            .build()
-            .map_err(|e| ClientError::transport("building the HTTP client", e))
+        Ok(builder)
     }
 
     /// tonic's configuration of an `https://` gRPC endpoint.

@@ -163,16 +163,37 @@ fn upstream_agents(
     if config.file.agents.is_empty() {
         return Ok(Vec::new());
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .pool_idle_timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| format!("the upstream HTTP client: {e}"))?;
+    let builder = || {
+        reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+    };
+    let build = |b: reqwest::ClientBuilder| {
+        b.build()
+            .map_err(|e| format!("the upstream HTTP client: {e}"))
+    };
+    let shared = build(builder())?;
     config
         .file
         .agents
         .iter()
-        .map(|a| UpstreamAgent::new(a.clone(), http.clone(), registry.change_sender()))
+        .map(|a| {
+            let mut a = a.clone();
+            // An agent with TLS files of its own gets a client of its own (its CA and
+            // certificate must not reach the other agents).
+            let http = match &a.tls {
+                Some(tls) => {
+                    a.client_tls = tls.load(&a.name)?;
+                    let b = a
+                        .client_tls
+                        .configure(builder())
+                        .map_err(|e| format!("agents.{}: {e}", a.name))?;
+                    build(b)?
+                }
+                None => shared.clone(),
+            };
+            UpstreamAgent::new(a, http, registry.change_sender())
+        })
         .collect()
 }
 

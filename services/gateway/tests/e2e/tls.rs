@@ -469,3 +469,59 @@ async fn the_binary_serves_tls_from_the_environment() {
     assert!(exit.success(), "{exit:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An upstream agent at an `https://` URL of a private CA that wants a client certificate:
+/// `[[agents]] tls` gives the CA and the gateway's certificate, on the binding the card
+/// prefers (JSON-RPC) and on gRPC; the upstream sees the gateway as its `mtls` principal.
+#[tokio::test]
+async fn upstream_agents_over_tls_with_a_private_ca_and_a_client_certificate() {
+    let upstream = TlsGateway::start().await;
+    let (cert, key) = upstream.ca.client("downstream gateway", false);
+    std::fs::write(upstream.dir.join("gw.pem"), &cert).unwrap();
+    std::fs::write(upstream.dir.join("gw.key"), &key).unwrap();
+    let mut toml = String::new();
+    for (name, bindings) in [("secure", "[]"), ("secure-grpc", r#"["GRPC"]"#)] {
+        toml.push_str(&format!(
+            "[[agents]]\nname = {name:?}\ncard_url = \"https://{}\"\nbindings = {bindings}\n\
+             tls = {{ ca = {:?}, cert = {:?}, key = {:?} }}\n",
+            upstream.addr,
+            upstream.dir.join("ca.pem"),
+            upstream.dir.join("gw.pem"),
+            upstream.dir.join("gw.key"),
+        ));
+    }
+    let gw = crate::harness::TestGateway::with_config(&toml).await;
+    for tenant in ["secure", "secure-grpc"] {
+        let reply = gw
+            .rpc(
+                "SendMessage",
+                serde_json::json!({"tenant": tenant, "message": crate::harness::user_message("hi")}),
+            )
+            .await;
+        assert_eq!(
+            reply["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{tenant}: {reply}"
+        );
+    }
+    // Upstream, the tasks belong to the certificate's subject.
+    let same_subject = upstream.client(BindingKind::JsonRpc, &upstream.tls(Some((cert, key))));
+    let tasks = same_subject
+        .list_tasks(Default::default())
+        .await
+        .unwrap()
+        .tasks;
+    assert_eq!(tasks.len(), 2, "{tasks:?}");
+    // Without the CA the agent's certificate is not trusted: the agent stays unusable.
+    let untrusted = format!(
+        "[[agents]]\nname = \"untrusted\"\ncard_url = \"https://{}\"\n",
+        upstream.addr
+    );
+    let gw = crate::harness::TestGateway::with_config(&untrusted).await;
+    let reply = gw
+        .rpc(
+            "SendMessage",
+            serde_json::json!({"tenant": "untrusted", "message": crate::harness::user_message("hi")}),
+        )
+        .await;
+    assert!(reply["error"].is_object(), "{reply}");
+}
