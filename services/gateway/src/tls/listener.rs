@@ -62,11 +62,13 @@ async fn accept_loop(
                     let _ = tx.send((tls, remote)).await;
                 }
                 Ok(Err(e)) => {
-                    metrics::counter!("a2a_tls_handshake_failures_total").increment(1);
+                    metrics::counter!("a2a_tls_handshake_failures_total", "reason" => "failed")
+                        .increment(1);
                     tracing::debug!(%remote, error = %e, "TLS handshake failed");
                 }
                 Err(_) => {
-                    metrics::counter!("a2a_tls_handshake_failures_total").increment(1);
+                    metrics::counter!("a2a_tls_handshake_failures_total", "reason" => "timeout")
+                        .increment(1);
                     tracing::debug!(%remote, "TLS handshake timed out");
                 }
             }
