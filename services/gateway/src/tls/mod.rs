@@ -61,7 +61,8 @@ pub struct ServerTls {
 
 impl ServerTls {
     /// Reads the files (an error names the file) and starts the reload check, which ends when
-    /// the last clone of this value is dropped.
+    /// the last clone of this value is dropped. Call it inside the tokio runtime that serves
+    /// (outside one, the files are read once and never reloaded).
     pub fn load(config: &TlsConfig) -> Result<Self, String> {
         let loaded = build(config)?;
         let current = Arc::new(RwLock::new(Arc::new(loaded)));

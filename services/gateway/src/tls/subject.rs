@@ -106,10 +106,11 @@ fn attribute(oid: &[u8], tag: u8, value: &[u8]) -> String {
 fn dotted(oid: &[u8]) -> String {
     let mut parts = Vec::new();
     let mut acc: u64 = 0;
-    for (i, &b) in oid.iter().enumerate() {
+    for &b in oid {
         acc = (acc << 7) | u64::from(b & 0x7f);
         if b & 0x80 == 0 {
-            if parts.is_empty() && i < oid.len() {
+            // The first sub-identifier packs the first two arcs (X.690 §8.19.4).
+            if parts.is_empty() {
                 let (first, second) = if acc < 80 {
                     (acc / 40, acc % 40)
                 } else {

@@ -525,3 +525,25 @@ async fn upstream_agents_over_tls_with_a_private_ca_and_a_client_certificate() {
         .await;
     assert!(reply["error"].is_object(), "{reply}");
 }
+
+/// Certificate files that do not load stop the start with one line naming the file.
+#[test]
+fn unreadable_certificates_fail_the_start_with_one_clear_line() {
+    let dir = std::env::temp_dir().join(format!("a2a-tls-bad-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cert.pem"), "not a certificate").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+        .env_remove("A2A_CONFIG")
+        .env_remove("A2A_DATABASE_URL")
+        .env_remove("A2A_REDIS_URL")
+        .env("A2A_LISTEN", "127.0.0.1:0")
+        .env("A2A_TLS_CERT", dir.join("cert.pem"))
+        .env("A2A_TLS_KEY", dir.join("missing.key"))
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(78));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("cert.pem"), "{stderr}");
+}
