@@ -404,12 +404,26 @@ pub async fn serve_tls(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let listener = TlsListener::new(listener, tls)?;
-    axum::serve(
-        listener,
-        router(svc).into_make_service_with_connect_info::<TlsPeer>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.cancelled().await })
-    .await
+    // The remote address is also offered as `ConnectInfo<SocketAddr>`, the type plaintext
+    // serving gives, so what keys on the client's address reads it the same way over TLS.
+    let app = router(svc)
+        .layer(tower::util::MapRequestLayer::new(
+            |mut req: axum::extract::Request| {
+                let remote = req
+                    .extensions()
+                    .get::<axum::extract::ConnectInfo<TlsPeer>>()
+                    .map(|c| c.0.remote);
+                if let Some(remote) = remote {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(remote));
+                }
+                req
+            },
+        ))
+        .into_make_service_with_connect_info::<TlsPeer>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
 }
 
 #[cfg(test)]
