@@ -16,6 +16,8 @@ pub struct ClientPrefs {
     /// among the accepted ones (the first interface is the agent's preferred one).
     pub bindings: Vec<BindingKind>,
     pub limits: Limits,
+    /// TLS toward the agent beyond the system's roots (a private CA, a client certificate).
+    pub tls: crate::ClientTls,
 }
 
 impl ClientPrefs {
@@ -78,7 +80,9 @@ pub fn select_interface(
         let binding = match kind {
             BindingKind::JsonRpc => Binding::JsonRpc { url },
             BindingKind::HttpJson => Binding::Rest { url },
-            BindingKind::Grpc => Binding::Grpc { endpoint: url },
+            BindingKind::Grpc => Binding::Grpc {
+                endpoint: grpc_endpoint(card, url),
+            },
         };
         return Ok((binding, iface.tenant.clone()));
     }
@@ -101,6 +105,21 @@ pub fn select_interface(
         },
         offered.join(", ")
     )))
+}
+
+/// A gRPC interface's URL may be a bare `host:port` (the spec allows it), which says nothing
+/// about TLS: it takes the scheme of the card's HTTP interfaces on the same host, so an agent
+/// that serves https on one port is reached over TLS by gRPC too; otherwise it stays plaintext
+/// (h2c).
+fn grpc_endpoint(card: &AgentCard, url: String) -> String {
+    if url.contains("://") {
+        return url;
+    }
+    let host = url.rsplit_once(':').map_or(url.as_str(), |(h, _)| h);
+    let tls = card.supported_interfaces.iter().any(|i| {
+        url::Url::parse(&i.url).is_ok_and(|u| u.scheme() == "https" && u.host_str() == Some(host))
+    });
+    if tls { format!("https://{url}") } else { url }
 }
 
 #[cfg(test)]
@@ -139,6 +158,30 @@ mod tests {
             }
         );
         assert_eq!(tenant, "t1");
+    }
+
+    #[test]
+    fn a_bare_grpc_host_port_takes_https_from_the_cards_http_interfaces() {
+        let grpc = |urls: &[&str], grpc: &str| {
+            let mut ifaces: Vec<_> = urls
+                .iter()
+                .map(|u| iface("JSONRPC", u, "0.3", ""))
+                .collect();
+            ifaces.push(iface("GRPC", grpc, "1.0", ""));
+            let card = AgentCard {
+                supported_interfaces: ifaces,
+                ..Default::default()
+            };
+            match select_interface(&card, &ClientPrefs::default()).unwrap().0 {
+                Binding::Grpc { endpoint } => endpoint,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(grpc(&["https://h/a2a"], "h:8443"), "https://h:8443");
+        assert_eq!(grpc(&["http://h/a2a"], "h:8080"), "h:8080");
+        assert_eq!(grpc(&["https://other/a2a"], "h:8080"), "h:8080");
+        assert_eq!(grpc(&["https://h/a2a"], "http://h:8080"), "http://h:8080");
+        assert_eq!(grpc(&["https://[::1]:1/a2a"], "[::1]:2"), "https://[::1]:2");
     }
 
     #[test]

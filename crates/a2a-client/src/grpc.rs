@@ -18,6 +18,7 @@ use tonic::metadata::{MetadataKey, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::error::ClientError;
+use crate::tls::ClientTls;
 use crate::{Common, EventStream, StreamEvent};
 
 #[derive(Clone)]
@@ -39,21 +40,30 @@ fn status_error(status: tonic::Status, context: &str) -> ClientError {
 }
 
 impl GrpcTransport {
-    pub fn new(endpoint: &str) -> Result<Self, ClientError> {
+    /// `http://` (h2c, also when no scheme is given) or `https://` (TLS with `tls`).
+    pub fn new(endpoint: &str, tls: &ClientTls) -> Result<Self, ClientError> {
         let uri = if endpoint.contains("://") {
             endpoint.to_owned()
         } else {
             format!("http://{endpoint}")
         };
-        if !uri.starts_with("http://") {
+        let secure = uri.starts_with("https://");
+        if !secure && !uri.starts_with("http://") {
             return Err(ClientError::Config(format!(
-                "gRPC endpoint {endpoint:?}: only plaintext http:// (h2c) is supported"
+                "gRPC endpoint {endpoint:?}: http:// (h2c) or https:// (TLS)"
             )));
         }
-        let endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| ClientError::Config(format!("gRPC endpoint {endpoint:?}: {e}")))?
+        let config = |e: tonic::transport::Error| {
+            ClientError::Config(format!("gRPC endpoint {endpoint:?}: {e}"))
+        };
+        let mut built = Endpoint::from_shared(uri)
+            .map_err(config)?
             .connect_timeout(Duration::from_secs(10))
             .tcp_nodelay(true);
+        if secure {
+            built = built.tls_config(tls.grpc()?).map_err(config)?;
+        }
+        let endpoint = built;
         Ok(Self {
             endpoint,
             channel: Arc::new(OnceLock::new()),
@@ -262,10 +272,12 @@ mod tests {
 
     #[test]
     fn endpoints() {
-        assert!(GrpcTransport::new("127.0.0.1:1").is_ok());
-        assert!(GrpcTransport::new("http://127.0.0.1:1").is_ok());
+        let tls = ClientTls::default();
+        assert!(GrpcTransport::new("127.0.0.1:1", &tls).is_ok());
+        assert!(GrpcTransport::new("http://127.0.0.1:1", &tls).is_ok());
+        assert!(GrpcTransport::new("https://h:1", &tls).is_ok());
         assert!(matches!(
-            GrpcTransport::new("https://h:1"),
+            GrpcTransport::new("ftp://h:1", &tls),
             Err(ClientError::Config(_))
         ));
     }

@@ -9,10 +9,14 @@ use crate::sse::SseEvent;
 use crate::{Common, EventStream};
 
 pub(crate) fn default_client() -> Result<reqwest::Client, ClientError> {
-    reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(10))
+    client_builder()
         .build()
         .map_err(|e| ClientError::transport("building the HTTP client", e))
+}
+
+/// The settings every client of the HTTP bindings shares (TLS adds to them, see `tls.rs`).
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10))
 }
 
 /// Parses a base URL the client appends to.

@@ -31,6 +31,7 @@ mod http;
 mod jsonrpc;
 mod rest;
 pub mod sse;
+mod tls;
 
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -43,6 +44,7 @@ use futures::stream::BoxStream;
 
 pub use card::{ClientPrefs, fetch_card, select_interface};
 pub use error::ClientError;
+pub use tls::ClientTls;
 
 /// The stream of a streaming operation.
 pub type EventStream = BoxStream<'static, Result<StreamEvent, ClientError>>;
@@ -236,15 +238,29 @@ impl A2aClient {
         Self::with_http_client(binding, http::default_client()?)
     }
 
+    /// As [`A2aClient::new`], over TLS with extra CA certificates and/or a client certificate
+    /// (`https://` URLs and gRPC endpoints; the system's roots are trusted too).
+    pub fn with_tls(binding: Binding, tls: &ClientTls) -> Result<Self, ClientError> {
+        Self::build(binding, tls.http_client()?, tls)
+    }
+
     /// As [`A2aClient::new`], with a caller-configured reqwest client for the HTTP bindings.
     pub fn with_http_client(binding: Binding, http: reqwest::Client) -> Result<Self, ClientError> {
+        Self::build(binding, http, &ClientTls::default())
+    }
+
+    fn build(
+        binding: Binding,
+        http: reqwest::Client,
+        tls: &ClientTls,
+    ) -> Result<Self, ClientError> {
         let limits = Limits::default();
         let transport = match &binding {
             Binding::JsonRpc { url } => {
                 Transport::JsonRpc(jsonrpc::JsonRpcTransport::new(http, url)?)
             }
             Binding::Rest { url } => Transport::Rest(rest::RestTransport::new(http, url)?),
-            Binding::Grpc { endpoint } => Transport::Grpc(grpc::GrpcTransport::new(endpoint)?),
+            Binding::Grpc { endpoint } => Transport::Grpc(grpc::GrpcTransport::new(endpoint, tls)?),
         };
         Ok(Self {
             transport,
@@ -265,7 +281,7 @@ impl A2aClient {
     /// that speaks A2A 1.x over a binding `prefs` allows. The interface's tenant becomes the
     /// client's tenant.
     pub async fn from_card_url(url: &str, prefs: &ClientPrefs) -> Result<Self, ClientError> {
-        let http = http::default_client()?;
+        let http = prefs.tls.http_client()?;
         let card = card::fetch_card(&http, url, prefs.limits.max_body_bytes).await?;
         Self::from_card(&card, prefs, http)
     }
@@ -277,7 +293,8 @@ impl A2aClient {
         http: reqwest::Client,
     ) -> Result<Self, ClientError> {
         let (binding, tenant) = card::select_interface(card, prefs)?;
-        let mut client = Self::with_http_client(binding, http)?;
+        // `http` serves the HTTP bindings as the caller built it; gRPC gets `prefs.tls`.
+        let mut client = Self::build(binding, http, &prefs.tls)?;
         client.common.tenant = tenant;
         client.common.limits = prefs.limits;
         Ok(client)

@@ -20,6 +20,7 @@ use crate::auth::KeyDirectory;
 use crate::bindings::{card, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
+use crate::tls::{ServerTls, TlsListener, TlsPeer};
 use crate::upstream::UpstreamAgent;
 
 /// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
@@ -162,16 +163,37 @@ fn upstream_agents(
     if config.file.agents.is_empty() {
         return Ok(Vec::new());
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .pool_idle_timeout(std::time::Duration::from_secs(60))
-        .build()
-        .map_err(|e| format!("the upstream HTTP client: {e}"))?;
+    let builder = || {
+        reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+    };
+    let build = |b: reqwest::ClientBuilder| {
+        b.build()
+            .map_err(|e| format!("the upstream HTTP client: {e}"))
+    };
+    let shared = build(builder())?;
     config
         .file
         .agents
         .iter()
-        .map(|a| UpstreamAgent::new(a.clone(), http.clone(), registry.change_sender()))
+        .map(|a| {
+            let mut a = a.clone();
+            // An agent with TLS files of its own gets a client of its own (its CA and
+            // certificate must not reach the other agents).
+            let http = match &a.tls {
+                Some(tls) => {
+                    a.client_tls = tls.load(&a.name)?;
+                    let b = a
+                        .client_tls
+                        .configure(builder())
+                        .map_err(|e| format!("agents.{}: {e}", a.name))?;
+                    build(b)?
+                }
+                None => shared.clone(),
+            };
+            UpstreamAgent::new(a, http, registry.change_sender())
+        })
         .collect()
 }
 
@@ -209,6 +231,24 @@ pub fn open_access_warning(config: &Config, addr: std::net::SocketAddr) -> Optio
         "listening on {addr}, beyond loopback, with no [auth]: every caller is `anonymous` and \
          shares one owner, so anyone who can reach this address reads, continues and cancels \
          every task; declare [auth] schemes (README, Authentication) or listen on 127.0.0.1"
+    ))
+}
+
+/// The warning to log at start when a `mutualTLS` scheme is declared but no client CA is
+/// configured: no request can then present a verified certificate, so the scheme (still
+/// published in the card) is never satisfied.
+pub fn mutual_tls_warning(config: &Config) -> Option<String> {
+    use a2a_types::v1::security_scheme::Scheme;
+    let auth = config.file.auth.as_ref()?;
+    let name = auth.schemes.iter().find_map(|(name, s)| {
+        matches!(s.scheme.scheme, Some(Scheme::MtlsSecurityScheme(_))).then_some(name)
+    })?;
+    if config.tls().is_some_and(|t| t.client_ca.is_some()) {
+        return None;
+    }
+    Some(format!(
+        "auth scheme {name} is mutualTLS but no client CA is configured ([tls] client_ca, \
+         A2A_TLS_CLIENT_CA): no request can satisfy it"
     ))
 }
 
@@ -308,11 +348,17 @@ async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
 /// replica that takes them over.
 pub async fn serve_and_drain(
     listener: TcpListener,
+    tls: Option<ServerTls>,
     svc: A2aService,
     shutdown: CancellationToken,
     drain: std::time::Duration,
 ) -> std::io::Result<usize> {
-    let serving = serve(listener, svc.clone(), shutdown.clone());
+    let serving = async {
+        match tls {
+            Some(tls) => serve_tls(listener, tls, svc.clone(), shutdown.clone()).await,
+            None => serve(listener, svc.clone(), shutdown.clone()).await,
+        }
+    };
     tokio::pin!(serving);
     // Only an error ends serving before the shutdown.
     let served = tokio::select! {
@@ -359,6 +405,37 @@ pub async fn serve(
     }
 }
 
+/// As [`serve`], over TLS: HTTP/1.1 and HTTP/2 (so gRPC) by ALPN on the one port. Each request
+/// carries its connection's [`TlsPeer`] (the verified client certificate, for `mutualTLS`).
+pub async fn serve_tls(
+    listener: TcpListener,
+    tls: ServerTls,
+    svc: A2aService,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let listener = TlsListener::new(listener, tls)?;
+    // The remote address is also offered as `ConnectInfo<SocketAddr>`, the type plaintext
+    // serving gives, so what keys on the client's address reads it the same way over TLS.
+    let app = router(svc)
+        .layer(tower::util::MapRequestLayer::new(
+            |mut req: axum::extract::Request| {
+                let remote = req
+                    .extensions()
+                    .get::<axum::extract::ConnectInfo<TlsPeer>>()
+                    .map(|c| c.0.remote);
+                if let Some(remote) = remote {
+                    req.extensions_mut()
+                        .insert(axum::extract::ConnectInfo(remote));
+                }
+                req
+            },
+        ))
+        .into_make_service_with_connect_info::<TlsPeer>();
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,5 +461,24 @@ mod tests {
         .unwrap();
         let closed = Config::from_parts(auth, |_| None).unwrap();
         assert!(warn(&closed, "0.0.0.0:8080").is_none());
+    }
+
+    #[test]
+    fn a_mutual_tls_scheme_without_a_client_ca_is_warned_about() {
+        let mtls = r#"
+            [auth.schemes.certs]
+            scheme = { mtlsSecurityScheme = {} }
+        "#;
+        let config = |toml: &str, env: &[(&str, &str)]| {
+            Config::from_parts(FileConfig::parse(toml).unwrap(), a2a_testing::env_of(env)).unwrap()
+        };
+        let w = mutual_tls_warning(&config(mtls, &[])).expect("a warning");
+        assert!(w.contains("certs"), "{w}");
+        let tls = [("A2A_TLS_CERT", "/c"), ("A2A_TLS_KEY", "/k")];
+        assert!(mutual_tls_warning(&config(mtls, &tls)).is_some());
+        let mut with_ca = tls.to_vec();
+        with_ca.push(("A2A_TLS_CLIENT_CA", "/ca"));
+        assert!(mutual_tls_warning(&config(mtls, &with_ca)).is_none());
+        assert!(mutual_tls_warning(&config("", &[])).is_none());
     }
 }

@@ -63,6 +63,17 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "built-in agents to route to, comma separated (echo, scenario); default both in \
          embedded mode, echo with PostgreSQL or Redis (builtin_agents)",
     ),
+    (
+        "A2A_TLS_CERT",
+        "PEM certificate chain: serve TLS (HTTP/1.1, HTTP/2, gRPC) on A2A_LISTEN; with \
+         A2A_TLS_KEY; reloaded when it changes ([tls] cert)",
+    ),
+    ("A2A_TLS_KEY", "PEM private key of A2A_TLS_CERT ([tls] key)"),
+    (
+        "A2A_TLS_CLIENT_CA",
+        "PEM CA certificates client certificates are verified against; enables mTLS \
+         (`mutualTLS` schemes) ([tls] client_ca)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -135,6 +146,9 @@ pub struct FileConfig {
     pub idempotency: IdempotencyConfig,
     /// How long terminal tasks are kept, and how many tasks the in-memory store holds.
     pub retention: crate::retention::RetentionConfig,
+    /// TLS on the public listener (`[tls]`, or `A2A_TLS_CERT` and `A2A_TLS_KEY`); absent =
+    /// plaintext HTTP/1.1 and h2c.
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 /// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an
@@ -303,6 +317,36 @@ impl Default for Limits {
     }
 }
 
+/// `[tls]` with `A2A_TLS_CERT`, `A2A_TLS_KEY` (a pair: both or neither) and
+/// `A2A_TLS_CLIENT_CA` over it.
+fn tls_config(
+    file: Option<crate::tls::TlsConfig>,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<crate::tls::TlsConfig>, String> {
+    let mut tls = match (env("A2A_TLS_CERT"), env("A2A_TLS_KEY")) {
+        (Some(cert), Some(key)) => Some(crate::tls::TlsConfig {
+            cert: cert.into(),
+            key: key.into(),
+            client_ca: file.as_ref().and_then(|f| f.client_ca.clone()),
+            reload_interval_ms: file.as_ref().map_or(10_000, |f| f.reload_interval_ms),
+        }),
+        (None, None) => file,
+        _ => return Err("A2A_TLS_CERT and A2A_TLS_KEY go together: set both or neither".into()),
+    };
+    if let Some(ca) = env("A2A_TLS_CLIENT_CA") {
+        match &mut tls {
+            Some(t) => t.client_ca = Some(ca.into()),
+            None => {
+                return Err(
+                    "A2A_TLS_CLIENT_CA needs TLS: set A2A_TLS_CERT and A2A_TLS_KEY (or [tls])"
+                        .into(),
+                );
+            }
+        }
+    }
+    Ok(tls)
+}
+
 /// PostgreSQL settings (used when `A2A_DATABASE_URL` is set).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -399,9 +443,11 @@ impl Config {
                 })
             })
             .transpose()?;
+        let tls = tls_config(file.tls.clone(), &nonempty)?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let public_url = nonempty("A2A_PUBLIC_URL")
             .or_else(|| file.public_url.clone())
-            .unwrap_or_else(|| format!("http://{listen}"));
+            .unwrap_or_else(|| format!("{scheme}://{listen}"));
         let public_url = public_url.trim_end_matches('/').to_owned();
         url::Url::parse(&public_url)
             .map_err(|e| format!("A2A_PUBLIC_URL={public_url:?} is not a URL: {e}"))?;
@@ -438,6 +484,7 @@ impl Config {
                 prefix: redis_prefix.clone(),
             });
         }
+        file.tls = tls;
         Ok(Self {
             listen,
             admin_listen,
@@ -464,6 +511,11 @@ impl Config {
             }
             None => vec!["echo".to_owned()],
         }
+    }
+
+    /// Whether the public listener serves TLS.
+    pub fn tls(&self) -> Option<&crate::tls::TlsConfig> {
+        self.file.tls.as_ref()
     }
 
     /// Embedded when neither PostgreSQL nor Redis is configured.
@@ -610,6 +662,48 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.public_url, "http://127.0.0.1:8080");
         assert!(c.mode().starts_with("embedded"));
+    }
+
+    #[test]
+    fn tls_comes_from_the_file_or_the_environment_in_pairs() {
+        let file = FileConfig::parse(
+            "[tls]\ncert = \"/f/cert.pem\"\nkey = \"/f/key.pem\"\nclient_ca = \"/f/ca.pem\"",
+        )
+        .unwrap();
+        let c = Config::from_parts(file.clone(), env(&[])).unwrap();
+        let tls = c.tls().unwrap();
+        assert_eq!(tls.cert.to_str(), Some("/f/cert.pem"));
+        assert_eq!(tls.reload_interval_ms, 10_000);
+        assert_eq!(c.public_url, "https://127.0.0.1:8080");
+        // The environment's pair wins and keeps the file's client CA unless it names one.
+        let pair = [
+            ("A2A_TLS_CERT", "/e/cert.pem"),
+            ("A2A_TLS_KEY", "/e/key.pem"),
+        ];
+        let c = Config::from_parts(file.clone(), env(&pair)).unwrap();
+        let tls = c.tls().unwrap();
+        assert_eq!(tls.key.to_str(), Some("/e/key.pem"));
+        assert_eq!(
+            tls.client_ca.as_deref().and_then(|p| p.to_str()),
+            Some("/f/ca.pem")
+        );
+        let mut with_ca = pair.to_vec();
+        with_ca.push(("A2A_TLS_CLIENT_CA", "/e/ca.pem"));
+        let c = Config::from_parts(FileConfig::default(), env(&with_ca)).unwrap();
+        let ca = c.tls().unwrap().client_ca.clone();
+        assert_eq!(ca.as_deref().and_then(|p| p.to_str()), Some("/e/ca.pem"));
+        // Half a pair, or a client CA without TLS, is refused with the variables named.
+        let e = Config::from_parts(FileConfig::default(), env(&pair[..1])).unwrap_err();
+        assert!(e.contains("A2A_TLS_KEY"), "{e}");
+        let e = Config::from_parts(FileConfig::default(), env(&[("A2A_TLS_CLIENT_CA", "/ca")]))
+            .unwrap_err();
+        assert!(e.contains("A2A_TLS_CLIENT_CA needs TLS"), "{e}");
+        assert!(
+            Config::from_parts(FileConfig::default(), env(&[]))
+                .unwrap()
+                .tls()
+                .is_none()
+        );
     }
 
     #[test]

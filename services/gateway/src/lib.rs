@@ -10,4 +10,5 @@ pub mod limits;
 pub mod metrics;
 pub mod retention;
 pub mod service;
+pub mod tls;
 pub mod upstream;

@@ -128,13 +128,28 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
             return Err(ExitCode::FAILURE);
         }
     };
+    let tls = match config
+        .tls()
+        .map(a2a_gateway::tls::ServerTls::load)
+        .transpose()
+    {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
+            return Err(ExitCode::from(EX_CONFIG));
+        }
+    };
     let addr = listener.local_addr().map_or(config.listen, |a| a);
     tracing::info!(
-        "a2a-gateway listening on http://{addr} in {} mode; card at {}/.well-known/agent-card.json",
+        "a2a-gateway listening on {}://{addr} in {} mode; card at {}/.well-known/agent-card.json",
+        if tls.is_some() { "https" } else { "http" },
         config.mode(),
         config.public_url
     );
     if let Some(warning) = app::open_access_warning(&config, addr) {
+        tracing::warn!("{warning}");
+    }
+    if let Some(warning) = app::mutual_tls_warning(&config) {
         tracing::warn!("{warning}");
     }
     if let Some(admin) = config.admin_listen {
@@ -160,7 +175,7 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
         "closing streams, finishing requests and running turns",
     ));
     let drain = std::time::Duration::from_secs(config.file.limits.drain_timeout_secs);
-    match app::serve_and_drain(listener, svc, shutdown, drain).await {
+    match app::serve_and_drain(listener, tls, svc, shutdown, drain).await {
         Ok(left) => {
             tracing::info!("a2a-gateway stopped");
             Ok(left)

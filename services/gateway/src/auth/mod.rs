@@ -23,10 +23,12 @@ pub use config::AuthConfig;
 use jwt::{JwtVerifier, missing_scopes};
 
 /// Where a request carries its credentials. HTTP fills both; gRPC metadata becomes `headers`.
+/// `client_cert` is the connection's verified client certificate (TLS with a client CA).
 #[derive(Clone, Copy)]
 pub struct Credentials<'a> {
     pub headers: &'a HeaderMap,
     pub query: Option<&'a str>,
+    pub client_cert: Option<&'a crate::tls::ClientCert>,
 }
 
 /// API keys kept outside the config file (the `api_keys` table), looked up by SHA-256.
@@ -46,7 +48,8 @@ impl KeyDirectory for a2a_store::PgApiKeys {
 }
 
 /// The authenticated caller: `apikey:<scheme>:config:<id>` or `apikey:<scheme>:db:<id>` (see
-/// [`api_key_principal`]), or `<issuer>|<subject>`.
+/// [`api_key_principal`]), `mtls:<scheme>:<subject DN>` (see [`mtls_principal`]), or
+/// `<issuer>|<subject>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub owner: String,
@@ -85,8 +88,12 @@ enum Scheme {
         directory: Option<Arc<dyn KeyDirectory>>,
     },
     Bearer(Box<JwtVerifier>),
-    /// Declared in the card but not verifiable here (mTLS): never satisfied.
-    Unsupported,
+    /// `mutualTLS`: a client certificate the TLS handshake verified against `[tls] client_ca`.
+    /// Without TLS and a client CA no request has one, so the scheme is never satisfied.
+    MutualTls {
+        /// The scheme's name, as [`mtls_principal`] writes it.
+        scheme: String,
+    },
 }
 
 struct Identity {
@@ -140,7 +147,9 @@ impl Authenticator {
                         h.scheme
                     ));
                 }
-                Some(CardScheme::MtlsSecurityScheme(_)) => Scheme::Unsupported,
+                Some(CardScheme::MtlsSecurityScheme(_)) => Scheme::MutualTls {
+                    scheme: name.clone(),
+                },
                 None => return Err(format!("auth scheme {name}: empty scheme")),
             };
             schemes.push((name.clone(), scheme));
@@ -454,6 +463,14 @@ pub fn api_key_principal(scheme: &str, source: KeySource, id: &str) -> String {
     format!("apikey:{scheme}:{source}:{id}")
 }
 
+/// The owner of what a client certificate does: `mtls:<scheme>:<subject>`, the subject as an
+/// RFC 4514 distinguished name (`CN=alice,O=Example`). The scheme is escaped as in
+/// [`api_key_principal`], so it ends at the second `:`.
+pub fn mtls_principal(scheme: &str, subject: &str) -> String {
+    let scheme = scheme.replace('%', "%25").replace(':', "%3A");
+    format!("mtls:{scheme}:{subject}")
+}
+
 fn decode_hex(hex: &str) -> Option<[u8; 32]> {
     let bytes = hex.as_bytes();
     if bytes.len() != 64 {
@@ -516,7 +533,11 @@ async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identit
                 scopes: v.scopes,
             }))
         }
-        Scheme::Unsupported => Ok(None),
+        // The handshake refused a certificate that does not verify; one that is here verified.
+        Scheme::MutualTls { scheme } => Ok(creds.client_cert.map(|cert| Identity {
+            principal: mtls_principal(scheme, &cert.subject),
+            scopes: Vec::new(),
+        })),
     }
 }
 

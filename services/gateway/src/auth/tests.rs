@@ -24,6 +24,7 @@ async fn api_keys_in_header() {
         a.authenticate(Credentials {
             headers: h,
             query: None,
+            client_cert: None,
         })
         .await
     };
@@ -59,6 +60,7 @@ async fn api_keys_in_query_and_cookie() {
     let by_query = Credentials {
         headers: &empty,
         query: Some("a=b&api_key=in-query"),
+        client_cert: None,
     };
     assert_eq!(
         a.authenticate(by_query).await.unwrap().owner,
@@ -72,6 +74,7 @@ async fn api_keys_in_query_and_cookie() {
     let by_cookie = Credentials {
         headers: &cookies,
         query: None,
+        client_cert: None,
     };
     assert_eq!(
         a.authenticate(by_cookie).await.unwrap().owner,
@@ -80,6 +83,7 @@ async fn api_keys_in_query_and_cookie() {
     let wrong = Credentials {
         headers: &empty,
         query: Some("api_key=nope"),
+        client_cert: None,
     };
     let err = a.authenticate(wrong).await.unwrap_err();
     assert!(err.error.to_string().contains("API key is not valid"));
@@ -116,6 +120,7 @@ async fn credentials_never_reach_the_logs() {
         .authenticate(Credentials {
             headers: &h,
             query: None,
+            client_cert: None,
         })
         .await
         .unwrap_err();
@@ -220,4 +225,32 @@ fn implicit_requirements_are_published_as_one_alternative_per_scheme() {
         .map(|r| r.schemes.keys().map(String::as_str).collect())
         .collect();
     assert_eq!(published, vec![vec!["a"], vec!["b"]]);
+}
+
+#[tokio::test]
+async fn mutual_tls_is_satisfied_by_a_verified_certificate_only() {
+    let a = auth(
+        r#"
+        [schemes."client:cert"]
+        scheme = { mtlsSecurityScheme = {} }
+        [schemes.key]
+        scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+        keys = [{ id = "k", key = "k-secret" }]
+    "#,
+    );
+    let h = HeaderMap::new();
+    let cert = crate::tls::ClientCert {
+        subject: "CN=alice,O=Example".into(),
+    };
+    let with = |client_cert| Credentials {
+        headers: &h,
+        query: None,
+        client_cert,
+    };
+    assert_eq!(
+        a.authenticate(with(Some(&cert))).await.unwrap().owner,
+        "mtls:client%3Acert:CN=alice,O=Example"
+    );
+    let none = a.authenticate(with(None)).await.unwrap_err();
+    assert!(matches!(none.error, A2aError::Unauthenticated(_)));
 }

@@ -30,6 +30,7 @@ use super::EXTENSIONS_HEADER;
 use super::pipeline::{Admitted, Binding, Call};
 use super::rate_headers::RateLimitHeaders;
 use crate::service::{A2aService, EventStream, RequestContext};
+use crate::tls::PeerCert;
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
 /// final status (tonic ends the stream on the first `Err`).
@@ -112,12 +113,14 @@ impl GrpcBinding {
     async fn admit<T>(&self, call: &Call, req: Request<T>) -> Result<(Admitted, T), A2aError> {
         let (metadata, extensions, message) = req.into_parts();
         let headers = metadata.into_headers();
+        // tonic keeps the HTTP request's extensions: the connection's certificate among them.
+        let cert = PeerCert::from_extensions(&extensions);
         // Served through the axum router, which records the TCP peer of each connection.
         let peer = extensions
             .get::<ConnectInfo<std::net::SocketAddr>>()
             .map(|ConnectInfo(addr)| addr.ip());
         let admitted = call
-            .admit(&self.svc, &headers, None, peer)
+            .admit(&self.svc, &headers, None, peer, cert.0.as_ref())
             .await
             .map_err(|r| r.into_error())?;
         Ok((admitted, message))

@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, EventStream, RequestContext};
+use crate::tls::PeerCert;
 
 pub const PATH: &str = "/a2a/jsonrpc";
 
@@ -55,6 +56,7 @@ pub async fn handle(
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
+    cert: PeerCert,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut call = Call::start(Binding::JsonRpc);
@@ -84,7 +86,10 @@ pub async fn handle(
     call.method(&method);
     call.http("POST", || PATH.to_owned());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
-    let admitted = match call.admit(&svc, &headers, uri.query(), peer).await {
+    let admitted = match call
+        .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
+        .await
+    {
         Ok(a) => a,
         Err(r) => {
             let response = json_response(error_body(&id, r.error()));

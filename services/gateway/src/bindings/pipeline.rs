@@ -186,13 +186,16 @@ impl Call {
     /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`), the client IP's rate limit,
     /// authentication (which sets the owner), the principal's rate limit, then the extensions
     /// the agent requires. `query` is the URL query of the HTTP bindings (`A2A-Version` may be
-    /// there, and API keys); gRPC has none. `peer` is the TCP peer's address, when known.
+    /// there, and API keys); gRPC has none. `peer` is the TCP peer's address, when known;
+    /// `client_cert` the connection's verified client certificate (TLS with a client CA), for
+    /// `mutualTLS`.
     pub async fn admit(
         &self,
         svc: &A2aService,
         headers: &HeaderMap,
         query: Option<&str>,
         peer: Option<IpAddr>,
+        client_cert: Option<&crate::tls::ClientCert>,
     ) -> Result<Admitted, Refusal> {
         // Sampled now, before any span is built: an unsampled request builds none.
         let remote = telemetry::enabled().then(|| telemetry::extract(headers));
@@ -225,7 +228,11 @@ impl Call {
                     .map_err(Refusal::Limited)?;
             }
         }
-        let creds = Credentials { headers, query };
+        let creds = Credentials {
+            headers,
+            query,
+            client_cert,
+        };
         // In the span: a refusal's log line carries the trace id.
         let auth = svc
             .authenticate(&mut ctx, creds)

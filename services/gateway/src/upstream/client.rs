@@ -72,6 +72,7 @@ impl UpstreamClient {
                     .iter()
                     .filter_map(|b| a2a_client::BindingKind::from_card_name(b))
                     .collect(),
+                tls: config.client_tls.clone(),
                 ..ClientPrefs::default()
             };
             let mut client = A2aClient::from_card(card, &prefs, http.clone())

@@ -16,6 +16,7 @@ use serde::Deserialize;
 /// weight = 1.0                              # multiplies its routing score
 /// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
 /// max_turn_secs = 600                       # default [limits] max_turn_secs
+/// tls = { ca = "ca.pem", cert = "c.pem", key = "k.pem" }  # private CA, client certificate
 /// ```
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +52,47 @@ pub struct AgentConfig {
     /// fails and the upstream task is canceled.
     #[serde(default)]
     pub max_turn_secs: Option<u64>,
+    /// TLS toward the agent beyond the system's roots (`tls = { ca, cert, key }`).
+    #[serde(default)]
+    pub tls: Option<UpstreamTls>,
+    /// `tls`'s files, read when the agents are built (see [`UpstreamTls::load`]).
+    #[serde(skip)]
+    pub client_tls: a2a_client::ClientTls,
+}
+
+/// `[[agents]] tls`: PEM files for `https://` agents (and gRPC over TLS).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTls {
+    /// CA certificates trusted besides the system's roots.
+    pub ca: Option<std::path::PathBuf>,
+    /// A client certificate chain presented to the agent (mTLS), with `key`.
+    pub cert: Option<std::path::PathBuf>,
+    pub key: Option<std::path::PathBuf>,
+}
+
+impl UpstreamTls {
+    /// Reads the files; an error names the agent and the file.
+    pub fn load(&self, agent: &str) -> Result<a2a_client::ClientTls, String> {
+        let read = |p: &Option<std::path::PathBuf>, what: &str| {
+            p.as_ref()
+                .map(|p| {
+                    std::fs::read(p)
+                        .map_err(|e| format!("agents.{agent}: tls.{what} {}: {e}", p.display()))
+                })
+                .transpose()
+        };
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(format!(
+                "agents.{agent}: tls.cert and tls.key go together: give both or neither"
+            ));
+        }
+        Ok(a2a_client::ClientTls {
+            ca_pem: read(&self.ca, "ca")?,
+            cert_pem: read(&self.cert, "cert")?,
+            key_pem: read(&self.key, "key")?,
+        })
+    }
 }
 
 /// What the gateway presents to the upstream, according to the upstream card's security

@@ -25,5 +25,6 @@ mod redis;
 mod rest;
 mod retention;
 mod streams;
+mod tls;
 mod traces;
 mod upstream;

@@ -35,6 +35,7 @@ use self::routes::{NoRoute, Op, Route};
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
 use crate::service::{A2aService, CardDocument, EventStream, RequestContext, SeqEvent};
+use crate::tls::PeerCert;
 
 pub const PREFIX: &str = "/a2a/rest";
 
@@ -63,6 +64,7 @@ async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
+    cert: PeerCert,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut call = Call::start(Binding::Rest);
@@ -101,7 +103,10 @@ async fn handle(
         }
     };
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
-    let admitted = match call.admit(&svc, &headers, uri.query(), peer).await {
+    let admitted = match call
+        .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
+        .await
+    {
         Ok(a) => a,
         Err(r) => {
             let response = errors::response(r.error());
