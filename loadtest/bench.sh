@@ -128,12 +128,13 @@ EXPORTED=$(cat "$SPANS" 2>/dev/null || echo 0)
 echo "spans received by the OTLP sink: $EXPORTED ($SENT_TR traced sends)" >&2
 awk -v off="$OFF" -v on="$ON" -v r="$RAW" -v n="$ROUNDS" -v s="$SCRAPES" \
     -v coff="$CPU_OFF" -v con="$CPU_ON" -v soff="$SENT_OFF" -v son="$SENT_ON" -v tick="$TICK" \
-    -v tr="$TR" -v ctr="$CPU_TR" -v str="$SENT_TR" 'BEGIN {
+    -v tr="$TR" -v ctr="$CPU_TR" -v str="$SENT_TR" \
+    -v sampler="${BENCH_TRACES_SAMPLER:-always_on} ${BENCH_TRACES_SAMPLER_ARG:-}" 'BEGIN {
   uoff = coff / tick / soff * 1e6; uon = con / tick / son * 1e6; utr = ctr / tick / str * 1e6
   printf "SendMessage / raw limit: %.2f (metrics off, mean of %d runs: %.0f req/s)\n", off / n / r, n, off / n
   printf "metrics on, mean of %d runs: %.0f req/s, %d scrapes: cost %.1f%% of throughput\n", n, on / n, s, (1 - on / off) * 100
   printf "gateway CPU per request: %.1f us off, %.1f us on: cost %.1f%%\n", uoff, uon, (uon / uoff - 1) * 100
-  printf "traces on (sampler 1.0), mean of %d runs: %.0f req/s: cost %.1f%% of throughput\n", n, tr / n, (1 - tr / off) * 100
+  printf "traces on (sampler %s), mean of %d runs: %.0f req/s: cost %.1f%% of throughput\n", sampler, n, tr / n, (1 - tr / off) * 100
   printf "gateway CPU per request with traces: %.1f us: cost %.1f%%\n", utr, (utr / uoff - 1) * 100
 }' >&2
 rm -f "$SPANS"
