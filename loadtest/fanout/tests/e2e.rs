@@ -1,0 +1,266 @@
+//! `a2a-loadtest` against an embedded gateway (in-memory store and bus, `echo` and `scenario`
+//! agents, started in this process as `main` starts it): each scenario runs briefly over a
+//! binding, its JSON report must add up with no error, and a missed threshold must fail the run.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Output;
+
+use a2a_gateway::app;
+use a2a_gateway::config::{Config, FileConfig};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+async fn gateway(shutdown: CancellationToken) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let mut file = FileConfig::parse("").unwrap();
+    file.builtin_agents = Some(vec!["echo".into(), "scenario".into()]);
+    let listen = addr.to_string();
+    let config = Config::from_parts(file, |k| (k == "A2A_LISTEN").then(|| listen.clone())).unwrap();
+    let svc = app::build(&config, shutdown.clone()).unwrap();
+    app::start(&config, &svc).await;
+    tokio::spawn(app::serve(listener, svc, shutdown));
+    addr
+}
+
+/// Runs the tool (off the runtime, which keeps serving the gateway meanwhile).
+async fn loadtest(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_a2a-loadtest"))
+            .args(["--threads", "1"])
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn report(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A clean run: successes only, counts that add up, percentiles in order.
+fn check_clean(r: &Value, scenario: &str) {
+    assert_eq!(r["scenario"], scenario, "{r}");
+    let ok = r["ok"].as_u64().unwrap();
+    assert!(ok > 0, "{r}");
+    assert_eq!(r["errors"], 0, "{r}");
+    assert_eq!(r["latency_ms"]["count"].as_u64().unwrap(), ok, "{r}");
+    let per_second: u64 = r["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["ok"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_second, ok, "the timeline adds up to the total: {r}");
+    let l = &r["latency_ms"];
+    let q = |k: &str| l[k].as_f64().unwrap();
+    assert!(
+        q("p50") > 0.0 && q("p50") <= q("p90") && q("p90") <= q("p99"),
+        "{l}"
+    );
+    assert!(q("p99") <= q("p99_9") && q("p99_9") <= q("max"), "{l}");
+    assert!(r["throughput_rps"].as_f64().unwrap() > 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_against_an_embedded_gateway() {
+    let shutdown = CancellationToken::new();
+    let addr = gateway(shutdown.clone()).await;
+    let url = format!("http://{addr}");
+    let dir = std::env::temp_dir().join(format!("a2a-loadtest-e2e-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let args = |s: &[&str]| s.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+
+    // Open loop at 200/s over JSON-RPC: 1.5 s measured after 0.5 s of warm-up = 300 sends.
+    let out = loadtest(args(&[
+        "send",
+        "--url",
+        &url,
+        "--binding",
+        "jsonrpc",
+        "--rate",
+        "200",
+        "--duration",
+        "1500ms",
+        "--warmup",
+        "500ms",
+        "--json",
+        &path("send.json"),
+        "--report",
+        &path("send.html"),
+        "--max-p99",
+        "5s",
+        "--min-rps",
+        "50",
+        "--max-error-rate",
+        "0%",
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("send.json"));
+    check_clean(&r, "send");
+    assert_eq!(r["binding"], "JSONRPC");
+    assert_eq!(r["ok"], 300, "the open loop sends on its schedule: {r}");
+    assert_eq!(r["warmup_ok"], 100);
+    assert!(
+        r["thresholds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|v| v["passed"] == true)
+    );
+    let html = std::fs::read_to_string(dir.join("send.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 2);
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(summary.contains("300 ok, 0 errors"), "{summary}");
+
+    // Closed loop, a fixed number of streams over HTTP+JSON: time to the first event too.
+    let out = loadtest(args(&[
+        "stream",
+        "--url",
+        &url,
+        "--binding",
+        "rest",
+        "--concurrency",
+        "4",
+        "--requests",
+        "200",
+        "--warmup",
+        "0s",
+        "--json",
+        &path("stream.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("stream.json"));
+    check_clean(&r, "stream");
+    assert_eq!(r["ok"], 200);
+    assert_eq!(r["extra_ms"]["first_event"]["count"], 200);
+
+    // Polling over gRPC, and subscribers following the scenario agent's chunks.
+    let out = loadtest(args(&[
+        "send-async",
+        "--url",
+        &url,
+        "--binding",
+        "grpc",
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+        &path("async.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_clean(&report(&dir.join("async.json")), "send-async");
+    let out = loadtest(args(&[
+        "subscribe",
+        "--url",
+        &url,
+        "--tenant",
+        "scenario",
+        "--data",
+        r#"{"chunks": 5, "delayMs": 20}"#,
+        "--subscribers",
+        "3",
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+        &path("subscribe.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("subscribe.json"));
+    check_clean(&r, "subscribe");
+    assert!(
+        r["latency_ms"]["p50"].as_f64().unwrap() >= 80.0,
+        "5 chunks 20 ms apart: {r}"
+    );
+
+    // A threshold no run can meet: exit status 3, the verdict in the report.
+    let out = loadtest(args(&[
+        "send",
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--requests",
+        "50",
+        "--warmup",
+        "0s",
+        "--max-p99",
+        "1us",
+        "--json",
+        &path("missed.json"),
+    ]))
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("missed.json"));
+    assert_eq!(r["thresholds"][0]["name"], "max-p99");
+    assert_eq!(r["thresholds"][0]["passed"], false);
+
+    // Answers in an unexpected state fail the run (exit 1) and are counted by kind.
+    let out = loadtest(args(&[
+        "send",
+        "--url",
+        &url,
+        "--concurrency",
+        "2",
+        "--requests",
+        "20",
+        "--warmup",
+        "0s",
+        "--expect-state",
+        "failed",
+        "--json",
+        &path("wrong.json"),
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let r = report(&dir.join("wrong.json"));
+    assert_eq!(r["errors_by_kind"]["check:state"], 20, "{r}");
+
+    // --compare reads two reports.
+    let out = loadtest(args(&["--compare", &path("send.json"), &path("send.json")])).await;
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("req/s"));
+
+    shutdown.cancel();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
