@@ -14,6 +14,7 @@ mod legacy;
 mod load;
 mod otlp_sink;
 mod progress;
+mod push;
 mod report;
 mod scenario;
 mod schedule;
@@ -66,6 +67,8 @@ enum Command {
     Stream(RunArgs),
     /// A task per operation followed by --subscribers SubscribeToTask streams.
     Subscribe(RunArgs),
+    /// SendMessage with a push config to a built-in webhook receiver: event -> delivery.
+    Push(RunArgs),
     /// The raw limits of this machine: HTTP (a trivial route), PostgreSQL, Redis.
     Baseline(baseline::BaselineArgs),
     /// [legacy] Redis XADD -> XREAD latency (loadtest/bench-fanout.sh).
@@ -219,6 +222,16 @@ struct RunArgs {
     /// subscribe: subscribers per task.
     #[arg(long, default_value_t = 2)]
     subscribers: usize,
+    /// push: where the built-in webhook receiver listens.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    webhook_listen: String,
+    /// push: the URL the target delivers to (default `http://<--webhook-listen address>/hook`;
+    /// the target must allow it: the gateway needs `A2A_PUSH_ALLOWED_HOSTS` for loopback).
+    #[arg(long)]
+    webhook_url: Option<String>,
+    /// push: how long to wait for a task's terminal delivery.
+    #[arg(long, default_value = "30s", value_parser = units::parse_duration)]
+    push_timeout: Duration,
 }
 
 fn parse_json(s: &str) -> Result<serde_json::Value> {
@@ -269,6 +282,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Command::SendAsync(a) => scenario_run(scenario::Kind::SendAsync, a).await,
             Command::Stream(a) => scenario_run(scenario::Kind::Stream, a).await,
             Command::Subscribe(a) => scenario_run(scenario::Kind::Subscribe, a).await,
+            Command::Push(a) => scenario_run(scenario::Kind::Push, a).await,
             Command::Baseline(a) => baseline::run(a).await,
             Command::Raw {
                 redis_url,
@@ -404,6 +418,17 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
     let clients = target::clients(&a.target).await?;
     let binding = clients[0].binding().kind().to_string();
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let webhook = if kind == scenario::Kind::Push {
+        let hook = push::Webhook::default();
+        let addr = hook.serve(&a.webhook_listen).await?;
+        let url = a
+            .webhook_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}/hook"));
+        Some((hook, url))
+    } else {
+        None
+    };
     let op = scenario::operation(
         kind,
         clients,
@@ -414,6 +439,8 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
             poll: a.poll,
             subscribers: a.subscribers,
             run_id,
+            webhook,
+            push_timeout: a.push_timeout,
         },
     );
     let report = measure(

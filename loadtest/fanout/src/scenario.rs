@@ -8,7 +8,8 @@ use a2a_client::{A2aClient, ClientError};
 use a2a_types::state::is_terminal;
 use a2a_types::v1::{
     GetTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
-    SubscribeToTaskRequest, Task, TaskState, part, send_message_response, stream_response,
+    SubscribeToTaskRequest, Task, TaskPushNotificationConfig, TaskState, part,
+    send_message_response, stream_response,
 };
 use futures::{FutureExt, StreamExt};
 
@@ -24,6 +25,9 @@ pub enum Kind {
     Stream,
     /// A task per operation, followed by N SubscribeToTask streams (fan-out).
     Subscribe,
+    /// SendMessage with an inline push config to the built-in webhook receiver, until the
+    /// terminal state is delivered.
+    Push,
 }
 
 impl Kind {
@@ -33,6 +37,7 @@ impl Kind {
             Self::SendAsync => "send-async",
             Self::Stream => "stream",
             Self::Subscribe => "subscribe",
+            Self::Push => "push",
         }
     }
 }
@@ -49,6 +54,10 @@ pub struct Options {
     pub subscribers: usize,
     /// Tells message ids of this run apart from earlier runs' on the same target.
     pub run_id: String,
+    /// `push`: the receiver and the URL the target delivers to.
+    pub webhook: Option<(crate::push::Webhook, String)>,
+    /// `push`: how long to wait for the terminal delivery.
+    pub push_timeout: Duration,
 }
 
 pub fn error_kind(e: &ClientError) -> String {
@@ -134,6 +143,7 @@ pub fn operation(kind: Kind, clients: Vec<A2aClient>, o: Options) -> Operation {
                 Kind::SendAsync => send_async(&client, &o, n).await,
                 Kind::Stream => stream(&client, &o, n).await,
                 Kind::Subscribe => subscribe(&client, &all, &o, n).await,
+                Kind::Push => push(&client, &o, n).await,
             }
         }
         .boxed()
@@ -316,5 +326,46 @@ async fn subscribe(
     let firsts = futures::future::try_join_all(followers).await?;
     Ok(Outcome {
         marks: vec![("subscribed", firsts.into_iter().max().unwrap_or_default())],
+    })
+}
+
+/// Creates a task whose events are pushed to the built-in receiver (an inline push config on
+/// SendMessage with returnImmediately); ends when its terminal state was delivered, checked.
+async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
+    let (hook, url) = o.webhook.as_ref().expect("push runs with a webhook");
+    let started = Instant::now();
+    let mut req = request(o, n, true);
+    if let Some(cfg) = req.configuration.as_mut() {
+        cfg.task_push_notification_config = Some(TaskPushNotificationConfig {
+            url: url.clone(),
+            token: format!("lt-{}", o.run_id),
+            ..Default::default()
+        });
+    }
+    let resp = c.send_message(req).await.map_err(client_failure)?;
+    let accepted = started.elapsed();
+    let id = match resp.payload {
+        Some(send_message_response::Payload::Task(task)) => task.id,
+        other => return Err(check("answer", format!("expected a task, got {other:?}"))),
+    };
+    let (state, _) = tokio::time::timeout(o.push_timeout, hook.ended(&id))
+        .await
+        .map_err(|_| {
+            Failure::new(
+                "push:timeout",
+                format!(
+                    "task {id}: no terminal delivery within {:?}",
+                    o.push_timeout
+                ),
+            )
+        })??;
+    if state != o.expect {
+        return Err(check(
+            "state",
+            format!("task {id} delivered {state:?}, expected {:?}", o.expect),
+        ));
+    }
+    Ok(Outcome {
+        marks: vec![("accepted", accepted)],
     })
 }

@@ -14,7 +14,8 @@ use tokio_util::sync::CancellationToken;
 async fn gateway(shutdown: CancellationToken) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let mut file = FileConfig::parse("").unwrap();
+    // The `push` scenario's receiver runs on 127.0.0.1, internal, so allowed explicitly.
+    let mut file = FileConfig::parse("[push]\nallowed_hosts = [\"127.0.0.1\"]\n").unwrap();
     file.builtin_agents = Some(vec!["echo".into(), "scenario".into()]);
     let listen = addr.to_string();
     let config = Config::from_parts(file, |k| (k == "A2A_LISTEN").then(|| listen.clone())).unwrap();
@@ -207,6 +208,35 @@ async fn scenarios_against_an_embedded_gateway() {
         r["latency_ms"]["p50"].as_f64().unwrap() >= 160.0,
         "5 chunks 40 ms apart: {r}"
     );
+
+    // Push deliveries to the built-in receiver, over HTTP+JSON.
+    let out = loadtest(args(&[
+        "push",
+        "--url",
+        &url,
+        "--binding",
+        "rest",
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--push-timeout",
+        "10s",
+        "--json",
+        &path("push.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("push.json"));
+    check_clean(&r, "push");
+    assert_eq!(r["extra_ms"]["accepted"]["count"], r["ok"]);
 
     // A threshold no run can meet: exit status 3, the verdict in the report.
     let out = loadtest(args(&[
