@@ -69,6 +69,9 @@ enum Command {
     Subscribe(RunArgs),
     /// SendMessage with a push config to a built-in webhook receiver: event -> delivery.
     Push(RunArgs),
+    /// A weighted mix of the scenarios (`--mix send=70,stream=20,send-async=10`), each also
+    /// reported with its own latency.
+    Mixed(RunArgs),
     /// The raw limits of this machine: HTTP (a trivial route), PostgreSQL, Redis.
     Baseline(baseline::BaselineArgs),
     /// [legacy] Redis XADD -> XREAD latency (loadtest/bench-fanout.sh).
@@ -222,6 +225,9 @@ struct RunArgs {
     /// subscribe: subscribers per task.
     #[arg(long, default_value_t = 2)]
     subscribers: usize,
+    /// mixed: scenarios and weights, e.g. `send=70,stream=20,send-async=10`.
+    #[arg(long, default_value = "send=1")]
+    mix: String,
     /// push: where the built-in webhook receiver listens.
     #[arg(long, default_value = "127.0.0.1:0")]
     webhook_listen: String,
@@ -283,6 +289,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Command::Stream(a) => scenario_run(scenario::Kind::Stream, a).await,
             Command::Subscribe(a) => scenario_run(scenario::Kind::Subscribe, a).await,
             Command::Push(a) => scenario_run(scenario::Kind::Push, a).await,
+            Command::Mixed(a) => scenario_run(scenario::Kind::Mixed, a).await,
             Command::Baseline(a) => baseline::run(a).await,
             Command::Raw {
                 redis_url,
@@ -418,7 +425,10 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
     let clients = target::clients(&a.target).await?;
     let binding = clients[0].binding().kind().to_string();
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let webhook = if kind == scenario::Kind::Push {
+    let mix = scenario::parse_mix(&a.mix).context("--mix")?;
+    let pushes = kind == scenario::Kind::Push
+        || (kind == scenario::Kind::Mixed && mix.iter().any(|(k, _)| *k == scenario::Kind::Push));
+    let webhook = if pushes {
         let hook = push::Webhook::default();
         let addr = hook.serve(&a.webhook_listen).await?;
         let url = a
@@ -441,6 +451,7 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
             run_id,
             webhook,
             push_timeout: a.push_timeout,
+            mix,
         },
     );
     let report = measure(

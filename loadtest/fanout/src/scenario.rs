@@ -15,7 +15,7 @@ use futures::{FutureExt, StreamExt};
 
 use crate::load::{Failure, Operation, Outcome};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Kind {
     /// SendMessage, blocking: the answer is the finished task.
     Send,
@@ -28,6 +28,8 @@ pub enum Kind {
     /// SendMessage with an inline push config to the built-in webhook receiver, until the
     /// terminal state is delivered.
     Push,
+    /// A weighted mix of the others (`--mix send=70,stream=20,send-async=10`).
+    Mixed,
 }
 
 impl Kind {
@@ -38,8 +40,44 @@ impl Kind {
             Self::Stream => "stream",
             Self::Subscribe => "subscribe",
             Self::Push => "push",
+            Self::Mixed => "mixed",
         }
     }
+}
+
+/// `send=70,stream=20,send-async=10`: scenarios and their weights.
+pub fn parse_mix(s: &str) -> anyhow::Result<Vec<(Kind, u64)>> {
+    use clap::ValueEnum;
+    let mix = s
+        .split(',')
+        .map(|item| {
+            let (name, weight) = item
+                .split_once('=')
+                .ok_or_else(|| anyhow::anyhow!("{item:?}: SCENARIO=WEIGHT"))?;
+            let kind = Kind::from_str(name.trim(), true).map_err(|e| anyhow::anyhow!("{e}"))?;
+            anyhow::ensure!(kind != Kind::Mixed, "a mix cannot hold mixed");
+            Ok((kind, weight.trim().parse::<u64>()?))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(
+        mix.iter().map(|(_, w)| w).sum::<u64>() > 0,
+        "--mix {s:?}: the weights add up to 0"
+    );
+    Ok(mix)
+}
+
+/// The scenario of request `n` in `mix`: spread by a multiplicative hash of `n`, so each
+/// scenario gets its share in every stretch of requests, in no fixed pattern.
+pub fn pick(mix: &[(Kind, u64)], n: u64) -> Kind {
+    let total: u64 = mix.iter().map(|(_, w)| w).sum();
+    let mut x = n.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29) % total;
+    for (kind, w) in mix {
+        if x < *w {
+            return *kind;
+        }
+        x -= w;
+    }
+    unreachable!("x < total")
 }
 
 /// What every operation sends and expects.
@@ -58,6 +96,8 @@ pub struct Options {
     pub webhook: Option<(crate::push::Webhook, String)>,
     /// `push`: how long to wait for the terminal delivery.
     pub push_timeout: Duration,
+    /// `mixed`: the scenarios and their weights.
+    pub mix: Vec<(Kind, u64)>,
 }
 
 pub fn error_kind(e: &ClientError) -> String {
@@ -138,16 +178,35 @@ pub fn operation(kind: Kind, clients: Vec<A2aClient>, o: Options) -> Operation {
         let o = o.clone();
         let all = clients.clone();
         async move {
-            match kind {
-                Kind::Send => send(&client, &o, n).await,
-                Kind::SendAsync => send_async(&client, &o, n).await,
-                Kind::Stream => stream(&client, &o, n).await,
-                Kind::Subscribe => subscribe(&client, &all, &o, n).await,
-                Kind::Push => push(&client, &o, n).await,
+            if kind != Kind::Mixed {
+                return one(kind, &client, &all, &o, n).await;
             }
+            // Each scenario of the mix also gets its own latency, by name.
+            let chosen = pick(&o.mix, n);
+            let started = Instant::now();
+            let mut outcome = one(chosen, &client, &all, &o, n).await?;
+            outcome.marks = vec![(chosen.name(), started.elapsed())];
+            Ok(outcome)
         }
         .boxed()
     })
+}
+
+async fn one(
+    kind: Kind,
+    client: &A2aClient,
+    all: &[A2aClient],
+    o: &Options,
+    n: u64,
+) -> Result<Outcome, Failure> {
+    match kind {
+        Kind::Send => send(client, o, n).await,
+        Kind::SendAsync => send_async(client, o, n).await,
+        Kind::Stream => stream(client, o, n).await,
+        Kind::Subscribe => subscribe(client, all, o, n).await,
+        Kind::Push => push(client, o, n).await,
+        Kind::Mixed => Err(check("answer", "a mix cannot hold mixed")),
+    }
 }
 
 async fn send(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
@@ -368,4 +427,30 @@ async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
     Ok(Outcome {
         marks: vec![("accepted", accepted)],
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mix_gives_each_scenario_its_share() {
+        let mix = parse_mix("send=70, stream=20,send-async=10").unwrap();
+        assert_eq!(mix[2], (Kind::SendAsync, 10));
+        let mut counts = std::collections::HashMap::new();
+        for n in 0..10_000 {
+            *counts.entry(pick(&mix, n)).or_insert(0u32) += 1;
+        }
+        for (kind, share) in [
+            (Kind::Send, 7000),
+            (Kind::Stream, 2000),
+            (Kind::SendAsync, 1000),
+        ] {
+            let got = counts[&kind] as i64;
+            assert!((got - share).abs() < 300, "{kind:?}: {got}");
+        }
+        for bad in ["send", "send=0", "soap=1", "mixed=1", "send=x"] {
+            assert!(parse_mix(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -238,6 +238,34 @@ async fn scenarios_against_an_embedded_gateway() {
     check_clean(&r, "push");
     assert_eq!(r["extra_ms"]["accepted"]["count"], r["ok"]);
 
+    // A mix: each scenario's own latency beside the whole.
+    let out = loadtest(args(&[
+        "mixed",
+        "--url",
+        &url,
+        "--mix",
+        "send=3,stream=1",
+        "--concurrency",
+        "4",
+        "--requests",
+        "200",
+        "--warmup",
+        "0s",
+        "--json",
+        &path("mixed.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("mixed.json"));
+    check_clean(&r, "mixed");
+    let part = |k: &str| r["extra_ms"][k]["count"].as_u64().unwrap();
+    assert_eq!(part("send") + part("stream"), 200, "{r}");
+    assert!(part("send") > part("stream"), "{r}");
+
     // A threshold no run can meet: exit status 3, the verdict in the report.
     let out = loadtest(args(&[
         "send",
