@@ -174,7 +174,7 @@ pub async fn run(plan: &Plan, rec: Arc<Recorder>, op: Operation) {
         Load::Open {
             rate,
             max_in_flight,
-        } => open(plan, *rate, *max_in_flight, end, rec, op).await,
+        } => open(plan, rate, *max_in_flight, end, rec, op).await,
     }
 }
 
@@ -216,7 +216,7 @@ async fn closed(
 
 async fn open(
     plan: &Plan,
-    rate: RateSpec,
+    rate: &RateSpec,
     max_in_flight: usize,
     end: Option<Instant>,
     rec: Arc<Recorder>,
@@ -226,10 +226,10 @@ async fn open(
     let slots = Arc::new(tokio::sync::Semaphore::new(max_in_flight));
     let warmup = rec.measure_from - rec.t0;
     // The warm-up runs at the schedule's starting rate, the measured window on the schedule.
-    let warm_n = (rate.from * warmup.as_secs_f64()).floor() as u64;
+    let warm_n = (rate.start() * warmup.as_secs_f64()).floor() as u64;
     let due = |n: u64| {
         if n < warm_n {
-            Duration::from_secs_f64(n as f64 / rate.from)
+            Duration::from_secs_f64(n as f64 / rate.start())
         } else {
             warmup + rate.due(n - warm_n)
         }

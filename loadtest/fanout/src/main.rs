@@ -116,8 +116,9 @@ struct LoadArgs {
     /// Closed loop: this many requests in flight, each sent when the previous one is answered.
     #[arg(long, conflicts_with = "rate")]
     concurrency: Option<usize>,
-    /// Open loop: requests per second (`2000`), or a ramp `FROM:TO:OVER` (`1000:5000:30s`);
-    /// latency counts from each request's intended send time.
+    /// Open loop: requests per second (`2000`), a ramp `FROM:TO:OVER` (`1000:5000:30s`) or
+    /// steps `R1,R2,...@EACH` (`1000,2000,4000@10s`), then the last rate; latency counts from
+    /// each request's intended send time.
     #[arg(long, value_parser = RateSpec::parse)]
     rate: Option<RateSpec>,
     /// Open loop: requests outstanding at most; later ones wait (and their wait counts).
@@ -136,9 +137,9 @@ struct LoadArgs {
 
 impl LoadArgs {
     fn plan(&self) -> Plan {
-        let load = match self.rate {
+        let load = match &self.rate {
             Some(rate) => Load::Open {
-                rate,
+                rate: rate.clone(),
                 max_in_flight: self.max_in_flight,
             },
             None => Load::Closed {
