@@ -69,6 +69,8 @@ enum Command {
     Subscribe(RunArgs),
     /// SendMessage with a push config to a built-in webhook receiver: event -> delivery.
     Push(RunArgs),
+    /// SendStreamingMessage dropped after two events, resumed with Last-Event-ID: no gap.
+    Resume(RunArgs),
     /// A weighted mix of the scenarios (`--mix send=70,stream=20,send-async=10`), each also
     /// reported with its own latency.
     Mixed(RunArgs),
@@ -290,6 +292,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Command::Stream(a) => scenario_run(scenario::Kind::Stream, a).await,
             Command::Subscribe(a) => scenario_run(scenario::Kind::Subscribe, a).await,
             Command::Push(a) => scenario_run(scenario::Kind::Push, a).await,
+            Command::Resume(a) => scenario_run(scenario::Kind::Resume, a).await,
             Command::Mixed(a) => scenario_run(scenario::Kind::Mixed, a).await,
             Command::Baseline(a) => baseline::run(a).await,
             Command::Raw {

@@ -28,6 +28,9 @@ pub enum Kind {
     /// SendMessage with an inline push config to the built-in webhook receiver, until the
     /// terminal state is delivered.
     Push,
+    /// SendStreamingMessage, dropped after two events, resumed with SubscribeToTask and
+    /// `Last-Event-ID`: the rest must follow with no gap (HTTP bindings: gRPC carries no ids).
+    Resume,
     /// A weighted mix of the others (`--mix send=70,stream=20,send-async=10`).
     Mixed,
 }
@@ -40,6 +43,7 @@ impl Kind {
             Self::Stream => "stream",
             Self::Subscribe => "subscribe",
             Self::Push => "push",
+            Self::Resume => "resume",
             Self::Mixed => "mixed",
         }
     }
@@ -205,6 +209,7 @@ async fn one(
         Kind::Stream => stream(client, o, n).await,
         Kind::Subscribe => subscribe(client, all, o, n).await,
         Kind::Push => push(client, o, n).await,
+        Kind::Resume => resume(client, o, n).await,
         Kind::Mixed => Err(check("answer", "a mix cannot hold mixed")),
     }
 }
@@ -261,15 +266,17 @@ async fn send_async(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failu
 /// Reads a stream to its end, checking its order: the first event is the task (or a message
 /// reply), every later one names that task, SSE ids rise, and the last leaves the task finished.
 /// Returns when the first event arrived and the final state.
+/// With `resume_after`, the SSE ids must go on from there one by one (no event lost).
 async fn follow(
     mut events: a2a_client::EventStream,
     started: Instant,
     expect_task: Option<&str>,
+    resume_after: Option<u64>,
 ) -> Result<(Duration, Option<TaskState>, String), Failure> {
     let mut first = None;
     let mut task_id = expect_task.map(str::to_owned);
     let mut state = None;
-    let mut last_seq: Option<u64> = None;
+    let mut last_seq: Option<u64> = resume_after;
     let mut count = 0u64;
     while let Some(item) = events.next().await {
         let ev = item.map_err(client_failure)?;
@@ -278,6 +285,9 @@ async fn follow(
         if let Some(seq) = ev.id.as_deref().and_then(|s| s.parse::<u64>().ok()) {
             if last_seq.is_some_and(|l| seq <= l) {
                 return Err(check("order", format!("SSE id {seq} after {last_seq:?}")));
+            }
+            if resume_after.is_some() && last_seq.is_some_and(|l| seq != l + 1) {
+                return Err(check("gap", format!("SSE id {seq} after {last_seq:?}")));
             }
             last_seq = Some(seq);
         }
@@ -294,7 +304,7 @@ async fn follow(
                 (u.task_id, s)
             }
             Some(stream_response::Payload::ArtifactUpdate(u)) => (u.task_id, None),
-            Some(stream_response::Payload::Message(_)) if count == 1 => {
+            Some(stream_response::Payload::Message(_)) if count == 1 && expect_task.is_none() => {
                 return Ok((first.unwrap_or_default(), None, String::new()));
             }
             other => return Err(check("order", format!("unexpected event {other:?}"))),
@@ -339,7 +349,7 @@ async fn stream(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> 
         .send_streaming_message(request(o, n, false))
         .await
         .map_err(client_failure)?;
-    let (first, state, id) = follow(events, started, None).await?;
+    let (first, state, id) = follow(events, started, None, None).await?;
     if !id.is_empty() {
         check_state(state, o, &id)?;
     }
@@ -377,7 +387,7 @@ async fn subscribe(
                 })
                 .await
                 .map_err(client_failure)?;
-            let (first, state, _) = follow(events, started, Some(&id)).await?;
+            let (first, state, _) = follow(events, started, Some(&id), None).await?;
             check_state(state, o, &id)?;
             Ok::<_, Failure>(first)
         }
@@ -426,6 +436,64 @@ async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
     }
     Ok(Outcome {
         marks: vec![("accepted", accepted)],
+    })
+}
+
+/// Streams a task, drops the stream after its second event, and resumes with SubscribeToTask
+/// and `Last-Event-ID` (give the agent time: `--tenant scenario --data '{"chunks": 10,
+/// "delayMs": 10}'`): the resumed stream must go on from the next id with no gap to the end.
+async fn resume(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
+    let started = Instant::now();
+    let mut events = c
+        .send_streaming_message(request(o, n, false))
+        .await
+        .map_err(client_failure)?;
+    let (mut id, mut last, mut count) = (String::new(), None, 0);
+    while count < 2 {
+        let ev = events
+            .next()
+            .await
+            .ok_or_else(|| check("resume", format!("the stream ended after {count} events")))?
+            .map_err(client_failure)?;
+        count += 1;
+        last = ev.id.as_deref().and_then(|s| s.parse::<u64>().ok());
+        match ev.response.payload {
+            Some(stream_response::Payload::Task(t)) if count == 1 => id = t.id,
+            Some(stream_response::Payload::StatusUpdate(u)) if u.task_id == id => {
+                let s = u.status.and_then(|s| TaskState::try_from(s.state).ok());
+                if s.is_some_and(is_terminal) {
+                    return Err(check(
+                        "resume",
+                        format!("task {id} ended before it could be resumed: give the agent time"),
+                    ));
+                }
+            }
+            Some(stream_response::Payload::ArtifactUpdate(u)) if u.task_id == id => {}
+            other => return Err(check("order", format!("unexpected event {other:?}"))),
+        }
+    }
+    drop(events);
+    let last = last.ok_or_else(|| {
+        check(
+            "resume",
+            "no event id to resume from (gRPC streams carry none)",
+        )
+    })?;
+    let resumed_at = Instant::now();
+    let events = c
+        .clone()
+        .with_header("last-event-id", &last.to_string())
+        .map_err(client_failure)?
+        .subscribe_to_task(SubscribeToTaskRequest {
+            id: id.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(client_failure)?;
+    let (first, state, _) = follow(events, resumed_at, Some(&id), Some(last)).await?;
+    check_state(state, o, &id)?;
+    Ok(Outcome {
+        marks: vec![("resumed_first_event", resumed_at - started + first)],
     })
 }
 

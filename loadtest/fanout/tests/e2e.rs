@@ -238,6 +238,35 @@ async fn scenarios_against_an_embedded_gateway() {
     check_clean(&r, "push");
     assert_eq!(r["extra_ms"]["accepted"]["count"], r["ok"]);
 
+    // Streams dropped and resumed with Last-Event-ID over JSON-RPC: no gap.
+    let out = loadtest(args(&[
+        "resume",
+        "--url",
+        &url,
+        "--tenant",
+        "scenario",
+        "--data",
+        r#"{"chunks": 6, "delayMs": 30}"#,
+        "--concurrency",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+        &path("resume.json"),
+    ]))
+    .await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(&dir.join("resume.json"));
+    check_clean(&r, "resume");
+    assert_eq!(r["extra_ms"]["resumed_first_event"]["count"], r["ok"]);
+
     // A mix: each scenario's own latency beside the whole.
     let out = loadtest(args(&[
         "mixed",
