@@ -24,7 +24,7 @@ pub struct BaselineArgs {
     #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
     warmup: Duration,
     /// Also measure single-row INSERTs into this PostgreSQL database (a table
-    /// `a2a_loadtest_baseline` is created and dropped).
+    /// `a2a_loadtest_baseline` is created and dropped: one baseline at a time per database).
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
     /// Also measure XADD on this Redis (a key `a2a-loadtest-baseline:<run>`, deleted after).

@@ -351,3 +351,57 @@ async fn scenarios_against_an_embedded_gateway() {
     shutdown.cancel();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The raw limits: each row measured, on a database and Redis prefix of the test's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn baseline_measures_http_postgres_and_redis() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let out = loadtest(
+        [
+            "baseline",
+            "--concurrency",
+            "4",
+            "--duration",
+            "500ms",
+            "--warmup",
+            "0s",
+            "--postgres",
+            db.url(),
+            "--redis",
+            redis.url(),
+            "--json",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["baseline-http", "baseline-postgres", "baseline-redis"]
+    );
+    for r in rows.as_array().unwrap() {
+        check_clean(r, r["scenario"].as_str().unwrap());
+    }
+    // The table was this run's own and is gone.
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'a2a_loadtest_baseline%'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, 0);
+}
