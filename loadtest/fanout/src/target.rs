@@ -41,6 +41,17 @@ pub struct TargetArgs {
     /// An API key header on every request, e.g. `x-api-key=secret` (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub api_key_header: Vec<String>,
+    /// OAuth2 client credentials: the token endpoint. The token is fetched once, at the start,
+    /// and sent as a bearer token (a run must end before the token expires).
+    #[arg(long, value_name = "URL", requires_all = ["client_id", "client_secret"])]
+    pub oauth2_token_url: Option<String>,
+    #[arg(long)]
+    pub client_id: Option<String>,
+    #[arg(long)]
+    pub client_secret: Option<String>,
+    /// OAuth2 scopes (repeatable).
+    #[arg(long)]
+    pub scope: Vec<String>,
     /// Any other header (HTTP) or metadata entry (gRPC) on every request (repeatable).
     #[arg(long, value_name = "NAME=VALUE")]
     pub header: Vec<String>,
@@ -86,6 +97,43 @@ fn gateway_layout(base: &str, kind: BindingKind) -> Binding {
     }
 }
 
+/// An access token from an OAuth2 token endpoint (client credentials grant, RFC 6749 §4.4).
+async fn client_credentials(
+    http: &reqwest::Client,
+    token_url: &str,
+    client_id: &str,
+    client_secret: &str,
+    scopes: &[String],
+) -> Result<String> {
+    let mut form = url::form_urlencoded::Serializer::new(String::new());
+    form.append_pair("grant_type", "client_credentials");
+    form.append_pair("client_id", client_id);
+    form.append_pair("client_secret", client_secret);
+    if !scopes.is_empty() {
+        form.append_pair("scope", &scopes.join(" "));
+    }
+    let resp = http
+        .post(token_url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("accept", "application/json")
+        .body(form.finish())
+        .send()
+        .await
+        .with_context(|| format!("token endpoint {token_url}"))?;
+    let status = resp.status();
+    let body: serde_json::Value = resp
+        .json()
+        .await
+        .with_context(|| format!("token endpoint {token_url}: HTTP {status}"))?;
+    if !status.is_success() {
+        bail!("token endpoint {token_url}: HTTP {status}: {body}");
+    }
+    body["access_token"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("token endpoint {token_url}: no access_token in {body}"))
+}
+
 /// One client per connection, all bound to the same interface, with the auth headers.
 pub async fn clients(t: &TargetArgs) -> Result<Vec<A2aClient>> {
     let prefs = match t.binding {
@@ -112,6 +160,17 @@ pub async fn clients(t: &TargetArgs) -> Result<Vec<A2aClient>> {
     };
     let mut headers = Vec::new();
     if let Some(token) = &t.bearer {
+        headers.push(("authorization".to_owned(), format!("Bearer {token}")));
+    }
+    if let Some(token_url) = &t.oauth2_token_url {
+        let token = client_credentials(
+            &probe,
+            token_url,
+            t.client_id.as_deref().unwrap_or_default(),
+            t.client_secret.as_deref().unwrap_or_default(),
+            &t.scope,
+        )
+        .await?;
         headers.push(("authorization".to_owned(), format!("Bearer {token}")));
     }
     for h in t.api_key_header.iter().chain(&t.header) {
@@ -159,5 +218,48 @@ mod tests {
         );
         assert_eq!(name_value("x-api-key = s=1").unwrap(), ("x-api-key", "s=1"));
         assert!(name_value("novalue").is_err());
+    }
+
+    #[tokio::test]
+    async fn a_token_by_client_credentials() {
+        // A token endpoint that checks the form and answers with a token, over real HTTP.
+        let app = axum::Router::new().route(
+            "/token",
+            axum::routing::post(|body: String| async move {
+                let form: std::collections::HashMap<String, String> =
+                    url::form_urlencoded::parse(body.as_bytes())
+                        .into_owned()
+                        .collect();
+                let ok = form["grant_type"] == "client_credentials"
+                    && form["client_id"] == "lt"
+                    && form["client_secret"] == "s3cret"
+                    && form["scope"] == "a2a.send a2a.read";
+                if ok {
+                    (
+                        axum::http::StatusCode::OK,
+                        r#"{"access_token":"tok-1","token_type":"Bearer"}"#,
+                    )
+                } else {
+                    (
+                        axum::http::StatusCode::UNAUTHORIZED,
+                        r#"{"error":"invalid_client"}"#,
+                    )
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = reqwest::Client::new();
+        let scopes = ["a2a.send".to_owned(), "a2a.read".to_owned()];
+        let token = client_credentials(&http, &url, "lt", "s3cret", &scopes)
+            .await
+            .unwrap();
+        assert_eq!(token, "tok-1");
+        let err = client_credentials(&http, &url, "lt", "wrong", &scopes)
+            .await
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("401"), "{err:#}");
+        server.abort();
     }
 }
