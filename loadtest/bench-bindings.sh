@@ -2,7 +2,7 @@
 # Binding comparison (issue: REST and gRPC bindings). One release gateway (embedded, in-memory
 # store), HTTP/2 cleartext, 64 connections with one stream each (64 concurrent streams), each row
 # measured for the given seconds after 1 s of warm-up:
-#   SendMessage (echo)  over JSON-RPC, HTTP+JSON and gRPC, with `a2a-loadtest send`
+#   SendMessage (echo)  over JSON-RPC, HTTP+JSON and gRPC, with `a2a-loadtest bench-send`
 #                       (loadtest/fanout, the a2a-client crate): a new task per request, each
 #                       with its own messageId, as a real client sends them.
 #   GetTask             over JSON-RPC, HTTP+JSON and gRPC, with h2load: a read, so one repeated
@@ -97,7 +97,7 @@ field() { sed -nE "s/.* $1=([^ ]+).*/\1/p" <<<"$2"; } # key, a2a-loadtest's key=
 SENT=0
 send() { # name, binding (jsonrpc|rest|grpc)
   local name=$1 line
-  line=$("$LOAD" send "$BASE" "$2" "$CONNS" "$SECS") || { echo "bench: $name had failed requests" >&2; exit 1; }
+  line=$("$LOAD" bench-send "$BASE" "$2" "$CONNS" "$SECS") || { echo "bench: $name had failed requests" >&2; exit 1; }
   SENT=$((SENT + $(field tasks "$line")))
   printf '%-34s %10.0f req/s   p50 %6.2f ms   p99 %6.2f ms   (%s requests; generator %s cores)\n' "$name" \
     "$(field rps "$line")" "$(field p50_ms "$line")" "$(field p99_ms "$line")" "$(field ok "$line")" "$(field generator_cores "$line")"
