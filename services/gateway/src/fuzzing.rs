@@ -28,3 +28,118 @@ pub fn request_context(
     }
     crate::bindings::request_context(&map, query)
 }
+
+/// The binding-equivalence properties: the JSON-RPC, HTTP+JSON and gRPC decoders read the same
+/// request into the same canonical value, and the two JSON decoders accept the same bodies.
+#[cfg(test)]
+mod equivalence {
+    use a2a_types::testing::message;
+    use a2a_types::v1::{
+        CancelTaskRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
+    };
+    use proptest::prelude::*;
+    use prost::Message as _;
+    use serde_json::{Value, json};
+
+    use super::{Request, jsonrpc_request, rest};
+
+    fn jsonrpc(method: &str, params: &Value) -> Result<Request, a2a_types::A2aError> {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        jsonrpc_request(body.to_string().as_bytes())
+            .map(|(_, r)| r)
+            .map_err(|(_, e)| e)
+    }
+
+    /// A JSON leaf of any type.
+    fn leaf() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-1e6f64..1e6).prop_map(Value::from),
+            "[A-Z_a-z0-9:/.-]{0,10}".prop_map(Value::from),
+            Just(json!([])),
+            Just(json!({})),
+        ]
+    }
+
+    const FIELDS: &[&str] = &[
+        "message",
+        "role",
+        "parts",
+        "messageId",
+        "text",
+        "data",
+        "raw",
+        "url",
+        "configuration",
+        "historyLength",
+        "returnImmediately",
+        "metadata",
+        "taskId",
+        "id",
+        "tenant",
+        "token",
+        "authentication",
+        "unknownField",
+    ];
+
+    /// A request body near the valid ones: a generated SendMessageRequest, a field (at the top,
+    /// in the message or in its first part) set to an arbitrary leaf.
+    fn near_valid() -> impl Strategy<Value = Value> {
+        (
+            message(),
+            0..3usize,
+            proptest::sample::select(FIELDS),
+            leaf(),
+            any::<bool>(),
+        )
+            .prop_map(|(message, depth, field, leaf, mutate)| {
+                let req = SendMessageRequest {
+                    message: Some(message),
+                    ..Default::default()
+                };
+                let mut v = serde_json::to_value(&req).unwrap();
+                if mutate {
+                    let target = match depth {
+                        0 => Some(&mut v),
+                        1 => v.get_mut("message"),
+                        _ => v.pointer_mut("/message/parts/0"),
+                    };
+                    if let Some(Value::Object(o)) = target {
+                        o.insert(field.to_owned(), leaf);
+                    }
+                }
+                v
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn three_bindings_decode_a_send_alike(message in message()) {
+            let req = SendMessageRequest { message: Some(message), ..Default::default() };
+            let params = serde_json::to_value(&req).unwrap();
+            prop_assert_eq!(jsonrpc("SendMessage", &params).unwrap(), Request::SendMessage(req.clone()));
+            prop_assert_eq!(&rest::body::<SendMessageRequest>(params.to_string().as_bytes()).unwrap(), &req);
+            prop_assert_eq!(&SendMessageRequest::decode(req.encode_to_vec().as_slice()).unwrap(), &req);
+        }
+
+        #[test]
+        fn json_bindings_accept_the_same_bodies(body in near_valid()) {
+            prop_assume!(!body.is_null());
+            let text = body.to_string();
+            let bytes = text.as_bytes();
+            let pairs = [
+                ("SendMessage", rest::body::<SendMessageRequest>(bytes).is_ok()),
+                ("CancelTask", rest::body::<CancelTaskRequest>(bytes).is_ok()),
+                ("SubscribeToTask", rest::body::<SubscribeToTaskRequest>(bytes).is_ok()),
+                ("CreateTaskPushNotificationConfig", rest::body::<TaskPushNotificationConfig>(bytes).is_ok()),
+            ];
+            for (method, rest_ok) in pairs {
+                prop_assert_eq!(jsonrpc(method, &body).is_ok(), rest_ok, "{} {}", method, text);
+            }
+        }
+    }
+}
