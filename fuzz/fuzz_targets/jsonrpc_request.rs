@@ -11,5 +11,8 @@ fuzz_target!(|body: &[u8]| {
         Ok((id, _)) => id,
         Err((id, _)) => id,
     };
-    assert!(matches!(id, Value::Null | Value::String(_) | Value::Number(_)));
+    assert!(matches!(
+        id,
+        Value::Null | Value::String(_) | Value::Number(_)
+    ));
 });

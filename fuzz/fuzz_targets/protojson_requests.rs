@@ -18,9 +18,8 @@ fn round_trip<T: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(dat
         return;
     };
     let json = serde_json::to_vec(&value).expect("a decoded value encodes");
-    let again: T = serde_json::from_slice(&json).unwrap_or_else(|e| {
-        panic!("{} does not decode: {e}", String::from_utf8_lossy(&json))
-    });
+    let again: T = serde_json::from_slice(&json)
+        .unwrap_or_else(|e| panic!("{} does not decode: {e}", String::from_utf8_lossy(&json)));
     assert_eq!(value, again);
 }
 

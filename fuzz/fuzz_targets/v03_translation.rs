@@ -2,8 +2,8 @@
 //! task and agent card, and (when it is a 1.0 SendMessageRequest) written as 0.3 params.
 #![no_main]
 
-use a2a_types::v03;
 use a2a_types::v1::SendMessageRequest;
+use a2a_types::v03;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
