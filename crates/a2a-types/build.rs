@@ -46,5 +46,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         json_cfg.extern_path(*proto, *rust);
     }
     json_cfg.build(&[".lf.a2a.v1"])?;
+    null_data_is_a_value(&out.join("lf.a2a.v1.serde.rs"))?;
+    Ok(())
+}
+
+/// ProtoJSON reads `null` in a `google.protobuf.Value` field as the null value; pbjson reads a
+/// null oneof member as absent, so `{"data": null}` came back as a part without content (found
+/// by the ProtoJSON round-trip property test). `Part.data` is the proto's only Value field.
+fn null_data_is_a_value(serde_rs: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    let text = fs::read_to_string(serde_rs)?;
+    let absent = "map_.next_value::<::std::option::Option<_>>()?.map(part::Content::Data)";
+    if !text.contains(absent) {
+        return Err("pbjson's decoding of Part.data changed: revisit null_data_is_a_value".into());
+    }
+    fs::write(
+        serde_rs,
+        text.replace(absent, "Some(part::Content::Data(map_.next_value()?))"),
+    )?;
     Ok(())
 }

@@ -8,6 +8,7 @@
 mod local;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(any(test, feature = "testing"))]
 pub mod suite;
 mod tap;
 

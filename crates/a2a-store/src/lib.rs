@@ -14,6 +14,7 @@ mod metered;
 #[cfg(feature = "postgres")]
 pub mod pg;
 mod redact;
+#[cfg(any(test, feature = "testing"))]
 pub mod suite;
 
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};

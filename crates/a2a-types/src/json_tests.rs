@@ -152,3 +152,14 @@ fn protobuf_and_json_agree() {
         json!({"n": 5, "l": [0.5, null]})
     );
 }
+
+/// Found by the ProtoJSON round-trip property test: `"data": null` is a data part holding the
+/// null value (ProtoJSON's rule for `google.protobuf.Value`), not a part without content.
+#[test]
+fn a_null_data_part_keeps_its_null() {
+    let part: Part = round_trip(json!({"data": null}));
+    assert_eq!(
+        part.content,
+        Some(part::Content::Data(crate::wkt::Value::null()))
+    );
+}

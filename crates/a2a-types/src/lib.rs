@@ -11,6 +11,8 @@ mod list_response;
 pub mod state;
 pub mod status;
 pub mod string_list;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod v03;
 pub mod wkt;
 mod wkt_struct;
@@ -35,3 +37,5 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 
 #[cfg(test)]
 mod json_tests;
+#[cfg(test)]
+mod proptests;

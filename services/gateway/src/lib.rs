@@ -5,6 +5,8 @@ pub mod app;
 pub mod auth;
 pub mod bindings;
 pub mod config;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod keys;
 pub mod limits;
 pub mod metrics;

@@ -202,6 +202,54 @@ fn json<T: Serialize>(id: &Value, result: &T) -> Outcome {
     Outcome::Json(success_body(id, result))
 }
 
+/// A request's params decoded into the canonical request type of its method.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Request {
+    SendMessage(SendMessageRequest),
+    SendStreamingMessage(SendMessageRequest),
+    GetTask(GetTaskRequest),
+    ListTasks(ListTasksRequest),
+    CancelTask(CancelTaskRequest),
+    SubscribeToTask(SubscribeToTaskRequest),
+    CreatePushConfig(TaskPushNotificationConfig),
+    GetPushConfig(GetTaskPushNotificationConfigRequest),
+    ListPushConfigs(ListTaskPushNotificationConfigsRequest),
+    DeletePushConfig(DeleteTaskPushNotificationConfigRequest),
+    GetExtendedAgentCard(GetExtendedAgentCardRequest),
+}
+
+/// Decodes the `params` of `method`: the one table of the binding's methods and their types.
+pub fn decode_params(method: &str, raw: Option<&RawValue>) -> Result<Request, A2aError> {
+    Ok(match method {
+        "SendMessage" => Request::SendMessage(params(raw, true)?),
+        "SendStreamingMessage" => Request::SendStreamingMessage(params(raw, true)?),
+        "GetTask" => Request::GetTask(params(raw, true)?),
+        "ListTasks" => Request::ListTasks(params(raw, false)?),
+        "CancelTask" => Request::CancelTask(params(raw, true)?),
+        "SubscribeToTask" => Request::SubscribeToTask(params(raw, true)?),
+        "CreateTaskPushNotificationConfig" => Request::CreatePushConfig(params(raw, true)?),
+        "GetTaskPushNotificationConfig" => Request::GetPushConfig(params(raw, true)?),
+        "ListTaskPushNotificationConfigs" => Request::ListPushConfigs(params(raw, true)?),
+        "DeleteTaskPushNotificationConfig" => Request::DeletePushConfig(params(raw, true)?),
+        "GetExtendedAgentCard" => Request::GetExtendedAgentCard(params(raw, false)?),
+        other => {
+            return Err(A2aError::MethodNotFound {
+                method: other.to_owned(),
+            });
+        }
+    })
+}
+
+/// Decodes a whole request body as [`handle`] does before it calls the service: the envelope,
+/// then the params (for the fuzz targets and the binding-equivalence tests).
+pub fn decode_request(body: &[u8]) -> Result<(Value, Request), (Value, A2aError)> {
+    let (id, method, raw) = parse_envelope(body)?;
+    match decode_params(&method, raw) {
+        Ok(request) => Ok((id, request)),
+        Err(err) => Err((id, err)),
+    }
+}
+
 async fn dispatch(
     svc: &A2aService,
     ctx: &RequestContext,
@@ -209,73 +257,24 @@ async fn dispatch(
     method: &str,
     raw: Option<&RawValue>,
 ) -> Result<Outcome, A2aError> {
-    Ok(match method {
-        "SendMessage" => json(
-            id,
-            &svc.send_message(ctx, params::<SendMessageRequest>(raw, true)?)
-                .await?,
-        ),
-        "SendStreamingMessage" => Outcome::Stream(
-            svc.send_streaming_message(ctx, params::<SendMessageRequest>(raw, true)?)
-                .await?,
-        ),
-        "GetTask" => json(
-            id,
-            &svc.get_task(ctx, params::<GetTaskRequest>(raw, true)?)
-                .await?,
-        ),
-        "ListTasks" => json(
-            id,
-            &svc.list_tasks(ctx, params::<ListTasksRequest>(raw, false)?)
-                .await?,
-        ),
-        "CancelTask" => json(
-            id,
-            &svc.cancel_task(ctx, params::<CancelTaskRequest>(raw, true)?)
-                .await?,
-        ),
-        "SubscribeToTask" => Outcome::Stream(
-            svc.subscribe_to_task(ctx, params::<SubscribeToTaskRequest>(raw, true)?)
-                .await?,
-        ),
-        "CreateTaskPushNotificationConfig" => json(
-            id,
-            &svc.create_push_config(ctx, params::<TaskPushNotificationConfig>(raw, true)?)
-                .await?,
-        ),
-        "GetTaskPushNotificationConfig" => json(
-            id,
-            &svc.get_push_config(
-                ctx,
-                params::<GetTaskPushNotificationConfigRequest>(raw, true)?,
-            )
-            .await?,
-        ),
-        "ListTaskPushNotificationConfigs" => json(
-            id,
-            &svc.list_push_configs(
-                ctx,
-                params::<ListTaskPushNotificationConfigsRequest>(raw, true)?,
-            )
-            .await?,
-        ),
-        "DeleteTaskPushNotificationConfig" => {
-            svc.delete_push_config(
-                ctx,
-                params::<DeleteTaskPushNotificationConfigRequest>(raw, true)?,
-            )
-            .await?;
+    Ok(match decode_params(method, raw)? {
+        Request::SendMessage(req) => json(id, &svc.send_message(ctx, req).await?),
+        Request::SendStreamingMessage(req) => {
+            Outcome::Stream(svc.send_streaming_message(ctx, req).await?)
+        }
+        Request::GetTask(req) => json(id, &svc.get_task(ctx, req).await?),
+        Request::ListTasks(req) => json(id, &svc.list_tasks(ctx, req).await?),
+        Request::CancelTask(req) => json(id, &svc.cancel_task(ctx, req).await?),
+        Request::SubscribeToTask(req) => Outcome::Stream(svc.subscribe_to_task(ctx, req).await?),
+        Request::CreatePushConfig(req) => json(id, &svc.create_push_config(ctx, req).await?),
+        Request::GetPushConfig(req) => json(id, &svc.get_push_config(ctx, req).await?),
+        Request::ListPushConfigs(req) => json(id, &svc.list_push_configs(ctx, req).await?),
+        Request::DeletePushConfig(req) => {
+            svc.delete_push_config(ctx, req).await?;
             json(id, &serde_json::json!({}))
         }
-        "GetExtendedAgentCard" => json(
-            id,
-            &svc.get_extended_agent_card(ctx, params::<GetExtendedAgentCardRequest>(raw, false)?)
-                .await?,
-        ),
-        other => {
-            return Err(A2aError::MethodNotFound {
-                method: other.to_owned(),
-            });
+        Request::GetExtendedAgentCard(req) => {
+            json(id, &svc.get_extended_agent_card(ctx, req).await?)
         }
     })
 }

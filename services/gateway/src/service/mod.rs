@@ -38,6 +38,8 @@ pub use card::{CardDocument, agent_card_path};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
 pub use validate::negotiate_version;
+#[doc(hidden)]
+pub use validate::push_config as validate_push_config;
 
 /// Who is asking, and with which service parameters.
 #[derive(Debug, Clone)]

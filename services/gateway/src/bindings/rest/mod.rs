@@ -268,6 +268,19 @@ async fn call_op(
     })
 }
 
+/// The binding's decoders, callable without a server: the fuzz targets and the
+/// binding-equivalence tests go through these, not through copies.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::query::{GET_TASK, Kind, LIST_PUSH_CONFIGS, LIST_TASKS, parse as query};
+    pub use super::routes::{NoRoute, Op, Route, resolve};
+
+    /// A request body as the binding decodes it.
+    pub fn body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, a2a_types::A2aError> {
+        super::json_body(body)
+    }
+}
+
 /// A JSON body; an empty body and `null` stand for `{}` (the service then reports any missing
 /// required field by name).
 fn json_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, A2aError> {

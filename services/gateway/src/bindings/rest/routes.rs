@@ -182,7 +182,11 @@ fn decode(segment: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
+            // Two hex digits exactly: `from_str_radix` alone would take `%+1` as byte 1.
             let hex = segment.get(i + 1..i + 3)?;
+            if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -292,6 +296,19 @@ mod tests {
         assert_eq!(
             ok(Method::GET, "/a2a/rest/tasks/tasks/t"),
             (id("tasks"), Op::GetTask { id: id("t") })
+        );
+    }
+
+    /// Found while writing the rest_request fuzz target: a sign is not a hex digit.
+    #[test]
+    fn escapes_are_two_hex_digits() {
+        assert_eq!(decode("a%41"), Some("aA".into()));
+        for bad in ["%+1", "%-1", "%4", "%zz", "%"] {
+            assert_eq!(decode(bad), None, "{bad}");
+        }
+        assert_eq!(
+            resolve(&Method::GET, P, "/a2a/rest/tasks/%+1"),
+            Err(NoRoute::NotFound)
         );
     }
 
