@@ -43,6 +43,20 @@ fn report(path: &Path) -> Value {
 }
 
 /// A clean run: successes only, counts that add up, percentiles in order.
+/// Runs the tool, which must succeed, and returns its clean JSON report (written to `json`).
+async fn run_clean(scenario: &str, json: &Path, args: Vec<String>) -> Value {
+    let out = loadtest(args).await;
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = report(json);
+    check_clean(&r, scenario);
+    r
+}
+
 fn check_clean(r: &Value, scenario: &str) {
     assert_eq!(r["scenario"], scenario, "{r}");
     let ok = r["ok"].as_u64().unwrap();
@@ -125,30 +139,26 @@ async fn scenarios_against_an_embedded_gateway() {
     assert!(summary.contains("300 ok, 0 errors"), "{summary}");
 
     // Closed loop, a fixed number of streams over HTTP+JSON: time to the first event too.
-    let out = loadtest(args(&[
+    let r = run_clean(
         "stream",
-        "--url",
-        &url,
-        "--binding",
-        "rest",
-        "--concurrency",
-        "4",
-        "--requests",
-        "200",
-        "--warmup",
-        "0s",
-        "--json",
-        &path("stream.json"),
-    ]))
+        &dir.join("stream.json"),
+        args(&[
+            "stream",
+            "--url",
+            &url,
+            "--binding",
+            "rest",
+            "--concurrency",
+            "4",
+            "--requests",
+            "200",
+            "--warmup",
+            "0s",
+            "--json",
+            &path("stream.json"),
+        ]),
+    )
     .await;
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&dir.join("stream.json"));
-    check_clean(&r, "stream");
     assert_eq!(r["ok"], 200);
     assert_eq!(r["extra_ms"]["first_event"]["count"], 200);
 
@@ -176,95 +186,83 @@ async fn scenarios_against_an_embedded_gateway() {
         String::from_utf8_lossy(&out.stderr)
     );
     check_clean(&report(&dir.join("async.json")), "send-async");
-    let out = loadtest(args(&[
+    let r = run_clean(
         "subscribe",
-        "--url",
-        &url,
-        "--tenant",
-        "scenario",
-        "--data",
-        r#"{"chunks": 5, "delayMs": 40}"#,
-        "--subscribers",
-        "3",
-        "--concurrency",
-        "4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--json",
-        &path("subscribe.json"),
-    ]))
+        &dir.join("subscribe.json"),
+        args(&[
+            "subscribe",
+            "--url",
+            &url,
+            "--tenant",
+            "scenario",
+            "--data",
+            r#"{"chunks": 5, "delayMs": 40}"#,
+            "--subscribers",
+            "3",
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--json",
+            &path("subscribe.json"),
+        ]),
+    )
     .await;
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&dir.join("subscribe.json"));
-    check_clean(&r, "subscribe");
     assert!(
         r["latency_ms"]["p50"].as_f64().unwrap() >= 160.0,
         "5 chunks 40 ms apart: {r}"
     );
 
     // Push deliveries to the built-in receiver, over HTTP+JSON.
-    let out = loadtest(args(&[
+    let r = run_clean(
         "push",
-        "--url",
-        &url,
-        "--binding",
-        "rest",
-        "--concurrency",
-        "4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--push-timeout",
-        "10s",
-        "--json",
-        &path("push.json"),
-    ]))
+        &dir.join("push.json"),
+        args(&[
+            "push",
+            "--url",
+            &url,
+            "--binding",
+            "rest",
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--push-timeout",
+            "10s",
+            "--json",
+            &path("push.json"),
+        ]),
+    )
     .await;
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&dir.join("push.json"));
-    check_clean(&r, "push");
     assert_eq!(r["extra_ms"]["accepted"]["count"], r["ok"]);
 
     // Streams dropped and resumed with Last-Event-ID over JSON-RPC: no gap.
-    let out = loadtest(args(&[
+    let r = run_clean(
         "resume",
-        "--url",
-        &url,
-        "--tenant",
-        "scenario",
-        "--data",
-        r#"{"chunks": 6, "delayMs": 30}"#,
-        "--concurrency",
-        "4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--json",
-        &path("resume.json"),
-    ]))
+        &dir.join("resume.json"),
+        args(&[
+            "resume",
+            "--url",
+            &url,
+            "--tenant",
+            "scenario",
+            "--data",
+            r#"{"chunks": 6, "delayMs": 30}"#,
+            "--concurrency",
+            "4",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--json",
+            &path("resume.json"),
+        ]),
+    )
     .await;
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = report(&dir.join("resume.json"));
-    check_clean(&r, "resume");
     assert_eq!(r["extra_ms"]["resumed_first_event"]["count"], r["ok"]);
 
     // A mix: each scenario's own latency beside the whole.
