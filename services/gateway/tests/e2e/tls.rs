@@ -104,6 +104,11 @@ keys = [{ id = "k", key = "k-secret" }]
 impl TlsGateway {
     /// An in-memory gateway serving TLS with a client CA, `mutualTLS` or an API key required.
     async fn start() -> Self {
+        Self::start_with("").await
+    }
+
+    /// [`Self::start`] with more configuration (`toml`, appended).
+    async fn start_with(extra: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("a2a-tls-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let ca = Ca::new("test clients and server CA");
@@ -112,7 +117,7 @@ impl TlsGateway {
         std::fs::write(dir.join("server.key"), key).unwrap();
         std::fs::write(dir.join("ca.pem"), &ca.pem).unwrap();
         let toml = format!(
-            "[tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nreload_interval_ms = 100\n{AUTH}",
+            "[tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nreload_interval_ms = 100\n{AUTH}\n{extra}",
             dir.join("server.pem"),
             dir.join("server.key"),
             dir.join("ca.pem"),
@@ -546,4 +551,18 @@ fn unreadable_certificates_fail_the_start_with_one_clear_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("cert.pem"), "{stderr}");
+}
+
+/// Per-IP rate limits see the client's address over TLS too (the TLS listener records the peer
+/// as the plaintext one does): a send takes the whole burst, the next one is refused.
+#[tokio::test]
+async fn per_ip_rate_limits_apply_over_tls() {
+    let gw = TlsGateway::start_with("[limits.rate]\nip = { rate = 1, burst = 5 }\n").await;
+    let alice = gw.ca.client("alice", false);
+    let client = gw.client(BindingKind::JsonRpc, &gw.tls(Some(alice)));
+    send(&client).await.expect("the first send fits the burst");
+    match send(&client).await {
+        Err(ClientError::A2a(A2aError::RateLimited { scope, .. })) => assert_eq!(scope, "ip"),
+        other => panic!("expected the IP's rate limit, got {other:?}"),
+    }
 }
