@@ -429,6 +429,16 @@ async fn upstream_calls_over_grpc_and_rest_carry_the_trace() {
     }
 }
 
+/// A child process killed when dropped.
+struct Stopped(Child);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `a2a-worker`, built beside this package's binary by a workspace build (the README's test
 /// command builds every package).
 fn worker_binary() -> std::path::PathBuf {
@@ -481,7 +491,8 @@ async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
         .env("RUST_LOG", "warn,a2a_worker=info")
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.endpoint())
         .env("OTEL_BSP_SCHEDULE_DELAY", "100");
-    let (mut worker, _) = a2a_testing::spawn_listening(worker, "worker");
+    // Stopped however the test ends (a failed assertion must not leave it running).
+    let _worker = Stopped(a2a_testing::spawn_listening(worker, "worker").0);
 
     let resp = reqwest::Client::new()
         .post(format!("{}/a2a/jsonrpc", front.url))
@@ -534,8 +545,6 @@ async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
                     .any(|s| s.service == "front-gw" && s.name == "turn up")
         })
         .await;
-    let _ = worker.kill();
-    let _ = worker.wait();
     let _ = std::fs::remove_file(&key_path);
     let spans: Vec<ReceivedSpan> = spans
         .into_iter()
