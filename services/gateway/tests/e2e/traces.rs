@@ -16,15 +16,18 @@ use crate::harness::{SseStream, script_message};
 
 /// A gateway binary; killed when dropped. Keeps every stdout line.
 struct Gateway {
-    child: Child,
+    _child: Stopped,
     url: String,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
-impl Drop for Gateway {
+/// A child process killed when dropped.
+struct Stopped(Child);
+
+impl Drop for Stopped {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -77,7 +80,11 @@ impl Gateway {
         });
         rx.recv_timeout(Duration::from_secs(30))
             .expect("the gateway says where it listens");
-        Self { child, url, lines }
+        Self {
+            _child: Stopped(child),
+            url,
+            lines,
+        }
     }
 
     fn lines(&self) -> Vec<String> {
@@ -96,6 +103,33 @@ fn one<'a>(
     let found: Vec<&ReceivedSpan> = spans.iter().filter(|s| f(s)).collect();
     assert_eq!(found.len(), 1, "exactly one {what}: {found:#?}");
     found[0]
+}
+
+/// One streaming task through the upstream agent `up` of the gateway at `front`, with a push
+/// config for `webhook`, under the client's trace; it must complete.
+async fn stream_to_completion(front: &str, webhook: &Receiver) {
+    let resp = reqwest::Client::new()
+        .post(format!("{front}/a2a/jsonrpc"))
+        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
+        .header("accept", "text/event-stream")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
+            "params": {"tenant": "up",
+                       "message": script_message(json!({"chunks": 2})),
+                       "configuration": {"taskPushNotificationConfig":
+                           {"url": webhook.url("/hook")}}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = SseStream::new(resp).collect().await;
+    assert!(!events.is_empty());
+    let last: &Value = &events.last().unwrap().data;
+    assert_eq!(
+        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{events:?}"
+    );
 }
 
 /// Names the parent chain of a span, for failure messages.
@@ -117,29 +151,7 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
 
     // One streaming task through the upstream agent, with a push config, under the client's
     // trace.
-    let client = reqwest::Client::new();
-    let resp = client
-        .post(format!("{}/a2a/jsonrpc", front.url))
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .header("accept", "text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-            "params": {"tenant": "up",
-                       "message": script_message(json!({"chunks": 2})),
-                       "configuration": {"taskPushNotificationConfig":
-                           {"url": webhook.url("/hook")}}}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let events = SseStream::new(resp).collect().await;
-    assert!(!events.is_empty());
-    let last: &Value = &events.last().unwrap().data;
-    assert_eq!(
-        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{events:?}"
-    );
+    stream_to_completion(&front.url, &webhook).await;
     webhook
         .wait_for(Duration::from_secs(20), |r| {
             r.iter()
@@ -429,16 +441,6 @@ async fn upstream_calls_over_grpc_and_rest_carry_the_trace() {
     }
 }
 
-/// A child process killed when dropped.
-struct Stopped(Child);
-
-impl Drop for Stopped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `a2a-worker`, built beside this package's binary by a workspace build (the README's test
 /// command builds every package).
 fn worker_binary() -> std::path::PathBuf {
@@ -494,26 +496,7 @@ async fn one_trace_runs_through_redis_and_the_worker_to_the_webhook() {
     // Stopped however the test ends (a failed assertion must not leave it running).
     let _worker = Stopped(a2a_testing::spawn_listening(worker, "worker").0);
 
-    let resp = reqwest::Client::new()
-        .post(format!("{}/a2a/jsonrpc", front.url))
-        .header("traceparent", format!("00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"))
-        .header("accept", "text/event-stream")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage",
-            "params": {"tenant": "up",
-                       "message": script_message(json!({"chunks": 2})),
-                       "configuration": {"taskPushNotificationConfig":
-                           {"url": webhook.url("/hook")}}}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    let events = SseStream::new(resp).collect().await;
-    let last: &Value = &events.last().unwrap().data;
-    assert_eq!(
-        last["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{events:?}"
-    );
+    stream_to_completion(&front.url, &webhook).await;
     // The task, working, two chunks, completed: every event reaches the webhook.
     webhook
         .wait_for(Duration::from_secs(30), |r| {
