@@ -249,6 +249,16 @@ impl A2aClient {
         Self::build(binding, http, &ClientTls::default())
     }
 
+    /// Both: a caller-configured reqwest client for the HTTP bindings (give it the same TLS with
+    /// [`ClientTls::configure`]) and `tls` for a gRPC endpoint.
+    pub fn with_http_client_and_tls(
+        binding: Binding,
+        http: reqwest::Client,
+        tls: &ClientTls,
+    ) -> Result<Self, ClientError> {
+        Self::build(binding, http, tls)
+    }
+
     fn build(
         binding: Binding,
         http: reqwest::Client,

@@ -175,5 +175,5 @@ pub async fn run(a: BaselineArgs) -> Result<ExitCode> {
         let _: () = redis::cmd("DEL").arg(&key).query_async(&mut conn).await?;
         reports.push(report?);
     }
-    conclude(reports, &a.output)
+    conclude(reports, &a.output, "")
 }

@@ -1,8 +1,9 @@
 //! `a2a-loadtest`: load tests for any A2A 1.0 endpoint (see the README's *Load testing* section).
 //!
-//! Scenarios (`send`, `send-async`, `stream`, `subscribe`) run under a closed loop
-//! (`--concurrency`) or an open loop at a fixed or ramped arrival rate (`--rate`), check every
-//! answer, and end with a text summary, `--json`, `--report report.html` and thresholds.
+//! Scenarios (`send`, `send-async`, `stream`, `subscribe`, `push`, `resume`, `mixed`, and
+//! `upstream-overhead`: one of them straight to an agent, then through the gateway) run under a
+//! closed loop (`--concurrency`) or an open loop at a fixed or ramped arrival rate (`--rate`),
+//! check every answer, and end with a text summary, `--json`, `--report report.html` and thresholds.
 //! `baseline` measures the raw limits of this machine; `--compare a.json b.json` prints ratios.
 //! The benchmark scripts' modes (`raw`, `fanout`, `idle`, `bench-send`, `otlp-sink`) are in
 //! [`legacy`].
@@ -74,6 +75,9 @@ enum Command {
     /// A weighted mix of the scenarios (`--mix send=70,stream=20,send-async=10`), each also
     /// reported with its own latency.
     Mixed(RunArgs),
+    /// The same scenario straight to an agent (--agent-url), then through the gateway (--url)
+    /// with the same load: both reports, and the gateway's cost as their difference.
+    UpstreamOverhead(OverheadArgs),
     /// The raw limits of this machine: HTTP (a trivial route), PostgreSQL, Redis.
     Baseline(baseline::BaselineArgs),
     /// [legacy] Redis XADD -> XREAD latency (loadtest/bench-fanout.sh).
@@ -243,6 +247,22 @@ struct RunArgs {
     push_timeout: Duration,
 }
 
+#[derive(Args, Debug, Clone)]
+struct OverheadArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// The agent itself (its card URL or base URL), measured first. --tenant is not sent to it
+    /// (the tenant names the agent at the gateway); the auth and TLS options are.
+    #[arg(long)]
+    agent_url: String,
+    /// The binding toward the agent (default: its card's preferred interface).
+    #[arg(long, value_enum)]
+    agent_binding: Option<target::BindingArg>,
+    /// The scenario run both ways.
+    #[arg(long, value_enum, default_value = "send")]
+    scenario: scenario::Kind,
+}
+
 fn parse_json(s: &str) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(s)?)
 }
@@ -294,6 +314,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Command::Push(a) => scenario_run(scenario::Kind::Push, a).await,
             Command::Resume(a) => scenario_run(scenario::Kind::Resume, a).await,
             Command::Mixed(a) => scenario_run(scenario::Kind::Mixed, a).await,
+            Command::UpstreamOverhead(o) => overhead_run(o).await,
             Command::Baseline(a) => baseline::run(a).await,
             Command::Raw {
                 redis_url,
@@ -372,8 +393,9 @@ async fn measure(
     ))
 }
 
-/// Prints or writes the reports, checks the thresholds; the exit status of the run.
-fn conclude(mut reports: Vec<Report>, out: &OutputArgs) -> Result<ExitCode> {
+/// Prints or writes the reports (and, in the text summary, `footer` after them), checks the
+/// thresholds; the exit status of the run.
+fn conclude(mut reports: Vec<Report>, out: &OutputArgs, footer: &str) -> Result<ExitCode> {
     let thresholds = out.thresholds();
     for r in &mut reports {
         r.thresholds = thresholds.evaluate(r);
@@ -391,6 +413,7 @@ fn conclude(mut reports: Vec<Report>, out: &OutputArgs) -> Result<ExitCode> {
             for r in &reports {
                 print!("{}", r.summary());
             }
+            print!("{footer}");
             if let Some(path) = other {
                 std::fs::write(path, json()? + "\n").with_context(|| format!("writing {path}"))?;
             }
@@ -423,6 +446,28 @@ fn conclude(mut reports: Vec<Report>, out: &OutputArgs) -> Result<ExitCode> {
 }
 
 async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
+    let report = scenario_report(kind, &a).await?;
+    conclude(vec![report], &a.output, "")
+}
+
+async fn overhead_run(o: OverheadArgs) -> Result<ExitCode> {
+    if o.scenario == scenario::Kind::Mixed {
+        bail!("upstream-overhead runs one scenario; --scenario mixed is not one");
+    }
+    let mut direct = o.run.clone();
+    direct.target.url = o.agent_url.clone();
+    direct.target.binding = o.agent_binding;
+    direct.target.tenant = None;
+    let a = scenario_report(o.scenario, &direct).await?;
+    let b = scenario_report(o.scenario, &o.run).await?;
+    let footer = format!(
+        "\nupstream overhead (A: straight to the agent, B: through the gateway)\n{}",
+        compare::table(&format!("{} A vs B", o.scenario.name()), &a, &b)
+    );
+    conclude(vec![a, b], &o.run.output, &footer)
+}
+
+async fn scenario_report(kind: scenario::Kind, a: &RunArgs) -> Result<Report> {
     if a.load.concurrency == Some(0) {
         bail!("--concurrency must be at least 1");
     }
@@ -458,7 +503,7 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
             mix,
         },
     );
-    let report = measure(
+    measure(
         Measured {
             scenario: kind.name(),
             target: &a.target.url,
@@ -469,6 +514,5 @@ async fn scenario_run(kind: scenario::Kind, a: RunArgs) -> Result<ExitCode> {
         a.output.quiet,
         &a.output.expect_error,
     )
-    .await?;
-    conclude(vec![report], &a.output)
+    .await
 }

@@ -1,8 +1,9 @@
 //! The A2A endpoint under test: its card, the interface to bind, auth headers, connections.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use a2a_client::{A2aClient, Binding, BindingKind, ClientPrefs};
+use a2a_client::{A2aClient, Binding, BindingKind, ClientPrefs, ClientTls};
 use anyhow::{Context, Result, bail};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -65,14 +66,38 @@ pub struct TargetArgs {
     /// A request without its answer after this long fails with kind `transport`.
     #[arg(long, default_value = "30s", value_parser = crate::units::parse_duration)]
     pub timeout: Duration,
+    /// TLS (`https://` targets): PEM CA certificates trusted besides the system's roots.
+    #[arg(long, value_name = "PEM")]
+    pub ca: Option<PathBuf>,
+    /// TLS: a PEM client certificate chain to present (mutual TLS); needs --key.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// TLS: the client certificate's PEM private key.
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    pub key: Option<PathBuf>,
 }
 
-fn http_client(h2c: bool) -> Result<reqwest::Client> {
+impl TargetArgs {
+    fn tls(&self) -> Result<ClientTls> {
+        let read = |p: &Option<PathBuf>| -> Result<Option<Vec<u8>>> {
+            p.as_ref()
+                .map(|p| std::fs::read(p).with_context(|| format!("reading {}", p.display())))
+                .transpose()
+        };
+        Ok(ClientTls {
+            ca_pem: read(&self.ca)?,
+            cert_pem: read(&self.cert)?,
+            key_pem: read(&self.key)?,
+        })
+    }
+}
+
+fn http_client(h2c: bool, tls: &ClientTls) -> Result<reqwest::Client> {
     let mut b = reqwest::Client::builder().pool_max_idle_per_host(1024);
     if h2c {
         b = b.http2_prior_knowledge();
     }
-    Ok(b.build()?)
+    Ok(tls.configure(b)?.build()?)
 }
 
 fn name_value(s: &str) -> Result<(&str, &str)> {
@@ -140,7 +165,8 @@ pub async fn clients(t: &TargetArgs) -> Result<Vec<A2aClient>> {
         Some(b) => ClientPrefs::only(b.kind()),
         None => ClientPrefs::default(),
     };
-    let probe = http_client(false)?;
+    let tls = t.tls()?;
+    let probe = http_client(false, &tls)?;
     let card = a2a_client::fetch_card(&probe, &t.url, prefs.limits.max_body_bytes).await;
     let (binding, card_tenant) = match &card {
         Ok(card) => a2a_client::select_interface(card, &prefs)
@@ -180,7 +206,8 @@ pub async fn clients(t: &TargetArgs) -> Result<Vec<A2aClient>> {
     (0..t.connections.max(1))
         .map(|_| {
             // A reqwest client (and a tonic channel) per A2aClient: a connection pool each.
-            let mut c = A2aClient::with_http_client(binding.clone(), http_client(t.h2c)?)?
+            let http = http_client(t.h2c, &tls)?;
+            let mut c = A2aClient::with_http_client_and_tls(binding.clone(), http, &tls)?
                 .with_tenant(t.tenant.clone().unwrap_or_else(|| card_tenant.clone()))
                 .with_timeout(t.timeout);
             for (n, v) in &headers {

@@ -403,3 +403,113 @@ async fn baseline_measures_http_postgres_and_redis() {
     .unwrap();
     assert_eq!(left, 0);
 }
+
+/// (CA certificate, server certificate, server key), PEM, for 127.0.0.1.
+fn test_certificates() -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    (ca_pem, server.pem(), key.serialize_pem())
+}
+
+/// `upstream-overhead`: the same sends straight to an agent (a plaintext gateway running echo)
+/// and through a gateway fronting it over TLS (`--ca`): two clean reports and the difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_overhead_through_a_tls_gateway() {
+    let shutdown = CancellationToken::new();
+    let agent = format!("http://{}", gateway(shutdown.clone()).await);
+    let dir = std::env::temp_dir().join(format!("a2a-loadtest-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ca, cert, key) = test_certificates();
+    for (name, pem) in [("ca.pem", &ca), ("server.pem", &cert), ("server.key", &key)] {
+        std::fs::write(dir.join(name), pem).unwrap();
+    }
+    let toml = format!(
+        "[tls]\ncert = {:?}\nkey = {:?}\n\n[[agents]]\nname = \"up\"\ncard_url = \"{agent}\"\n",
+        dir.join("server.pem"),
+        dir.join("server.key"),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let front = listener.local_addr().unwrap();
+    let listen = front.to_string();
+    let config = Config::from_parts(FileConfig::parse(&toml).unwrap(), |k| {
+        (k == "A2A_LISTEN").then(|| listen.clone())
+    })
+    .unwrap();
+    let svc = app::build(&config, shutdown.clone()).unwrap();
+    app::start(&config, &svc).await;
+    let tls = a2a_gateway::tls::ServerTls::load(config.tls().unwrap()).unwrap();
+    tokio::spawn(app::serve_tls(listener, tls, svc, shutdown.clone()));
+
+    let json = dir.join("overhead.json");
+    let out = loadtest(
+        [
+            "upstream-overhead",
+            "--agent-url",
+            &agent,
+            "--url",
+            &format!("https://{front}"),
+            "--tenant",
+            "up",
+            "--ca",
+            &dir.join("ca.pem").to_string_lossy(),
+            "--concurrency",
+            "2",
+            "--requests",
+            "100",
+            "--warmup",
+            "0s",
+            "--json",
+            &json.to_string_lossy(),
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports = report(&json);
+    let [direct, through] = reports.as_array().unwrap().as_slice() else {
+        panic!("two reports: {reports}");
+    };
+    for r in [direct, through] {
+        check_clean(r, "send");
+        assert_eq!(r["ok"], 100, "{r}");
+    }
+    assert_eq!(direct["target"], agent.as_str());
+    assert_eq!(through["target"], format!("https://{front}"));
+    assert!(stdout.contains("upstream overhead"), "{stdout}");
+    assert!(stdout.contains("B-A"), "{stdout}");
+
+    // Without the CA the gateway's certificate is not trusted: the run fails, saying why.
+    let out = loadtest(
+        [
+            "send",
+            "--url",
+            &format!("https://{front}"),
+            "--tenant",
+            "up",
+            "--requests",
+            "5",
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert!(!out.status.success());
+
+    shutdown.cancel();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
