@@ -8,6 +8,8 @@ under /a2a/rest and the card at /.well-known/agent-card.json on one port (uvicor
 What it does with a message's text:
   "ask ..."  -> INPUT_REQUIRED; the next message on the task completes it
   "hang ..." -> WORKING until canceled
+  "echo ..." -> WORKING, one artifact with the text, COMPLETED (the load tests' peer of the
+                gateway's built-in echo agent)
   otherwise  -> WORKING, three artifact chunks ("py-output", 50 ms apart), COMPLETED
 
 Usage: python upstream_agent.py [port] [JSONRPC|HTTP+JSON ...]   (interfaces, in card order)
@@ -62,6 +64,10 @@ class UpstreamExecutor(AgentExecutor):
             return
         if text.startswith("hang"):
             await asyncio.sleep(3600)
+            return
+        if text.startswith("echo"):
+            await updater.add_artifact([new_text_part(text)], artifact_id="py-echo")
+            await updater.complete()
             return
         for i in range(3):
             await updater.add_artifact([new_text_part(f"chunk {i}")], artifact_id="py-output",

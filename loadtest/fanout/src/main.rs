@@ -20,6 +20,7 @@ mod report;
 mod scenario;
 mod schedule;
 mod stats;
+mod table;
 mod target;
 mod thresholds;
 mod units;
@@ -80,6 +81,8 @@ enum Command {
     UpstreamOverhead(OverheadArgs),
     /// The raw limits of this machine: HTTP (a trivial route), PostgreSQL, Redis.
     Baseline(baseline::BaselineArgs),
+    /// JSON reports as a Markdown table, with throughput ratios to a reference run (--ref).
+    Table(table::TableArgs),
     /// [legacy] Redis XADD -> XREAD latency (loadtest/bench-fanout.sh).
     #[command(hide = true)]
     Raw {
@@ -232,6 +235,10 @@ struct RunArgs {
     /// subscribe: subscribers per task.
     #[arg(long, default_value_t = 2)]
     subscribers: usize,
+    /// subscribe: the subscribers' target, another replica of the same deployment (its card
+    /// URL or base URL; the other target options apply): the fan-out across replicas.
+    #[arg(long, value_name = "URL")]
+    subscribe_url: Option<String>,
     /// mixed: scenarios and weights, e.g. `send=70,stream=20,send-async=10`.
     #[arg(long, default_value = "send=1")]
     mix: String,
@@ -316,6 +323,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Command::Mixed(a) => scenario_run(scenario::Kind::Mixed, a).await,
             Command::UpstreamOverhead(o) => overhead_run(o).await,
             Command::Baseline(a) => baseline::run(a).await,
+            Command::Table(a) => table::run(&a).map(|()| ExitCode::SUCCESS),
             Command::Raw {
                 redis_url,
                 rate,
@@ -472,6 +480,14 @@ async fn scenario_report(kind: scenario::Kind, a: &RunArgs) -> Result<Report> {
         bail!("--concurrency must be at least 1");
     }
     let clients = target::clients(&a.target).await?;
+    let followers = match &a.subscribe_url {
+        Some(url) => {
+            let mut t = a.target.clone();
+            t.url = url.clone();
+            target::clients(&t).await?
+        }
+        None => Vec::new(),
+    };
     let binding = clients[0].binding().kind().to_string();
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
     let mix = scenario::parse_mix(&a.mix).context("--mix")?;
@@ -491,6 +507,7 @@ async fn scenario_report(kind: scenario::Kind, a: &RunArgs) -> Result<Report> {
     let op = scenario::operation(
         kind,
         clients,
+        followers,
         scenario::Options {
             text: a.text.clone(),
             data: a.data.clone(),

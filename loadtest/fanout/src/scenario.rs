@@ -173,14 +173,26 @@ fn check_finished(task: &Task, expect: TaskState) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The scenario's operation over `clients` (round robin: one per connection).
-pub fn operation(kind: Kind, clients: Vec<A2aClient>, o: Options) -> Operation {
+/// The scenario's operation over `clients` (round robin: one per connection). `subscribe`'s
+/// followers use `followers` (clients of another replica: fan-out across replicas), or
+/// `clients` when it is empty.
+pub fn operation(
+    kind: Kind,
+    clients: Vec<A2aClient>,
+    followers: Vec<A2aClient>,
+    o: Options,
+) -> Operation {
     let clients = Arc::new(clients);
+    let followers = if followers.is_empty() {
+        clients.clone()
+    } else {
+        Arc::new(followers)
+    };
     let o = Arc::new(o);
     Arc::new(move |n| {
         let client = clients[n as usize % clients.len()].clone();
         let o = o.clone();
-        let all = clients.clone();
+        let all = followers.clone();
         async move {
             if kind != Kind::Mixed {
                 return one(kind, &client, &all, &o, n).await;

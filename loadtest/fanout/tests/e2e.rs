@@ -12,13 +12,29 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 async fn gateway(shutdown: CancellationToken) -> SocketAddr {
+    gateway_with(shutdown, &[]).await
+}
+
+/// [`gateway`] with more environment (a database, a bus...).
+async fn gateway_with(shutdown: CancellationToken, env: &[(&str, &str)]) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // The `push` scenario's receiver runs on 127.0.0.1, internal, so allowed explicitly.
     let mut file = FileConfig::parse("[push]\nallowed_hosts = [\"127.0.0.1\"]\n").unwrap();
     file.builtin_agents = Some(vec!["echo".into(), "scenario".into()]);
     let listen = addr.to_string();
-    let config = Config::from_parts(file, |k| (k == "A2A_LISTEN").then(|| listen.clone())).unwrap();
+    let config = Config::from_parts(file, |k| {
+        if k == "A2A_LISTEN" {
+            return Some(listen.clone());
+        }
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    if config.database_url.is_some() {
+        app::migrate(&config).await.unwrap();
+    }
     let svc = app::build(&config, shutdown.clone()).unwrap();
     app::start(&config, &svc).await;
     tokio::spawn(app::serve(listener, svc, shutdown));
@@ -512,4 +528,54 @@ async fn upstream_overhead_through_a_tls_gateway() {
 
     shutdown.cancel();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `subscribe --subscribe-url`: tasks created on one replica, followed on another (both on one
+/// PostgreSQL database and one Redis): every subscriber sees every task to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_on_another_replica() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let shutdown = CancellationToken::new();
+    let env = [
+        ("A2A_DATABASE_URL", db.url()),
+        ("A2A_REDIS_URL", redis.url()),
+        ("A2A_REDIS_PREFIX", redis.prefix()),
+    ];
+    let a = gateway_with(shutdown.clone(), &env).await;
+    let b = gateway_with(shutdown.clone(), &env).await;
+    let json =
+        std::env::temp_dir().join(format!("a2a-loadtest-fanout-{}.json", std::process::id()));
+    let r = run_clean(
+        "subscribe",
+        &json,
+        [
+            "subscribe",
+            "--url",
+            &format!("http://{a}"),
+            "--subscribe-url",
+            &format!("http://{b}"),
+            "--tenant",
+            "scenario",
+            "--data",
+            r#"{"chunks": 5, "delayMs": 100}"#,
+            "--subscribers",
+            "2",
+            "--concurrency",
+            "4",
+            "--requests",
+            "20",
+            "--warmup",
+            "0s",
+            "--json",
+            &json.to_string_lossy(),
+        ]
+        .map(String::from)
+        .to_vec(),
+    )
+    .await;
+    assert_eq!(r["ok"], 20, "{r}");
+    assert_eq!(r["extra_ms"]["subscribed"]["count"], 20, "{r}");
+    shutdown.cancel();
+    let _ = std::fs::remove_file(&json);
 }
