@@ -418,7 +418,9 @@ async fn orphaned_tasks_are_taken_over_once() {
         replica(&db, "b").await,
         replica(&db, "c").await,
     );
-    let lease = Duration::from_millis(300);
+    // Long enough that a's renewal just before b looks is still valid when b looks, on a
+    // machine busy with other builds (300 ms was not).
+    let lease = Duration::from_millis(1500);
     assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
     for id in ["run", "done"] {
         let mut new = NewTask {
@@ -442,9 +444,10 @@ async fn orphaned_tasks_are_taken_over_once() {
     let done = a2a_store::suite::status("done", TaskState::Completed, Timestamp::now().as_millis());
     a.append("done", 2, done).await.unwrap();
 
-    // a is alive: nothing to take.
+    // a is alive (it renews its lease, as its dispatcher does): nothing to take.
+    assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
     assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep(lease + Duration::from_millis(100)).await;
     // a's lease expired: b and c race; exactly one gets the running task.
     let (got_b, got_c) = tokio::join!(b.take_over("b", lease, 10), c.take_over("c", lease, 10));
     let mut got: Vec<Orphan> = got_b.unwrap();

@@ -15,6 +15,9 @@ pub struct TableArgs {
     /// scenario of a report inside a list such as `baseline-http`).
     #[arg(long = "ref", value_name = "RUN")]
     reference: Option<String>,
+    /// Only these runs (repeatable; default: every report of the files).
+    #[arg(long, value_name = "RUN")]
+    only: Vec<String>,
     /// Report files (one report, or a list such as `baseline`'s), one row per report.
     #[arg(required = true)]
     files: Vec<String>,
@@ -34,12 +37,20 @@ pub fn rows(files: &[String]) -> Result<Vec<Row>> {
             .file_stem()
             .and_then(|s| s.to_str())
             .with_context(|| format!("{file}: no file name"))?;
+        // A list's rows are named by scenario (`baseline-http`), unless two share one
+        // (`upstream-overhead`: the same scenario twice), then by the file and position.
+        let mut scenarios: Vec<&str> = reports.iter().map(|r| r.scenario.as_str()).collect();
+        scenarios.sort_unstable();
+        scenarios.dedup();
+        let by_scenario = reports.len() > 1 && scenarios.len() == reports.len();
         let single = reports.len() == 1;
-        for report in reports {
+        for (i, report) in reports.into_iter().enumerate() {
             let name = if single {
                 stem.to_owned()
-            } else {
+            } else if by_scenario {
                 report.scenario.clone()
+            } else {
+                format!("{stem}-{}", i + 1)
             };
             rows.push(Row { name, report });
         }
@@ -116,7 +127,14 @@ pub fn render(rows: &[Row], reference: Option<&str>) -> Result<String> {
 }
 
 pub fn run(a: &TableArgs) -> Result<()> {
-    print!("{}", render(&rows(&a.files)?, a.reference.as_deref())?);
+    let mut rows = rows(&a.files)?;
+    if !a.only.is_empty() {
+        if let Some(missing) = a.only.iter().find(|n| !rows.iter().any(|r| &r.name == *n)) {
+            bail!("--only {missing}: no such run");
+        }
+        rows.retain(|r| a.only.contains(&r.name));
+    }
+    print!("{}", render(&rows, a.reference.as_deref())?);
     Ok(())
 }
 
@@ -163,6 +181,42 @@ mod tests {
         );
         assert!(render(&rows, Some("nope")).is_err());
         assert!(!render(&rows, None).unwrap().contains("| 0.53 |"));
+    }
+
+    #[test]
+    fn rows_named_by_file_or_scenario() {
+        let dir = std::env::temp_dir().join(format!("a2a-table-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut a = crate::report::tests::sample();
+        let b = a.clone();
+        let write = |name: &str, json: String| {
+            let path = dir.join(name);
+            std::fs::write(&path, json).unwrap();
+            path.to_string_lossy().into_owned()
+        };
+        let one = write("send-jsonrpc.json", serde_json::to_string(&a).unwrap());
+        let twice = write(
+            "upstream-overhead.json",
+            serde_json::to_string(&[&a, &b]).unwrap(),
+        );
+        a.scenario = "baseline-http".into();
+        let list = write("baseline.json", serde_json::to_string(&[&a, &b]).unwrap());
+        let names: Vec<String> = rows(&[one, twice, list])
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "send-jsonrpc",
+                "upstream-overhead-1",
+                "upstream-overhead-2",
+                "baseline-http",
+                "send"
+            ]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
