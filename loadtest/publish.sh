@@ -33,7 +33,12 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 VENV="${A2A_VENV:-$HOME/.cache/a2a-gateway-venv}"
 log() { printf 'publish: %s\n' "$*" >&2; }
 
-[[ -n "${PUBLISH_NO_BUILD:-}" ]] || cargo build --release --locked -q -p a2a-gateway -p a2a-loadtest
+# Two builds: built together, the generator's features (reqwest's http2) would be unified into
+# the gateway's, which would then not be the binary the other benchmarks measure.
+if [[ -z "${PUBLISH_NO_BUILD:-}" ]]; then
+  cargo build --release --locked -q -p a2a-gateway
+  cargo build --release --locked -q -p a2a-loadtest
+fi
 GW="$CARGO_TARGET_DIR/release/a2a-gateway"
 LT="$CARGO_TARGET_DIR/release/a2a-loadtest"
 "$ROOT/scripts/venv"
