@@ -24,6 +24,7 @@ mod readme;
 mod redis;
 mod rest;
 mod retention;
+mod signatures;
 mod streams;
 mod tls;
 mod traces;
