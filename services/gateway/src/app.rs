@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
 use crate::auth::KeyDirectory;
-use crate::bindings::{card, jsonrpc, rest};
+use crate::bindings::{card, catalogue, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
 use crate::tls::{ServerTls, TlsListener, TlsPeer};
@@ -284,6 +284,7 @@ pub fn router(svc: A2aService) -> Router {
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
+        .route(catalogue::PATH, get(catalogue::list_agents))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route(a2a_push::JWKS_PATH, get(jwks))

@@ -235,7 +235,12 @@ impl Cards {
             card.skills
                 .extend(x.skills.iter().map(AgentSkill::from).map(with_requirements));
             let before = previous.and_then(|p| p.extended.as_deref());
-            Arc::new(CardDocument::new(card, signer, c.cache_max_age_secs, before))
+            Arc::new(CardDocument::new(
+                card,
+                signer,
+                c.cache_max_age_secs,
+                before,
+            ))
         });
         let agents = agents
             .iter()

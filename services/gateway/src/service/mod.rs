@@ -7,6 +7,7 @@
 //! [`EventBus`].
 
 mod card;
+mod catalogue;
 mod follow;
 mod idempotency;
 mod push;
@@ -35,6 +36,7 @@ use crate::config::FileConfig;
 use crate::limits::RateLimiter;
 
 pub use card::{CardDocument, agent_card_path};
+pub use catalogue::Catalogue;
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
 pub use validate::negotiate_version;
@@ -279,6 +281,11 @@ impl A2aService {
     /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
     pub fn jwks(&self) -> bytes::Bytes {
         self.inner.jwks.clone()
+    }
+
+    /// Whether `[auth]` is configured (callers are authenticated).
+    pub fn auth_enabled(&self) -> bool {
+        self.inner.auth.is_some()
     }
 
     /// The rate limiter, when `[limits.rate]` sets a limit (`bindings::pipeline` checks it).

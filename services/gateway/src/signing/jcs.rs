@@ -246,7 +246,10 @@ mod tests {
 
     #[test]
     fn integers_are_doubles() {
-        assert_eq!(jcs("[0, -0, 1, -1, 9007199254740992]"), "[0,0,1,-1,9007199254740992]");
+        assert_eq!(
+            jcs("[0, -0, 1, -1, 9007199254740992]"),
+            "[0,0,1,-1,9007199254740992]"
+        );
         // Beyond 2^53 an integer is the double nearest to it, as JavaScript reads it.
         assert_eq!(jcs("[9007199254740993]"), "[9007199254740992]");
         assert_eq!(jcs("[18446744073709551615]"), "[18446744073709552000]");

@@ -62,7 +62,11 @@ impl CardSigner {
         keys.signing_kid()?;
         Some(Self {
             keys: keys.clone(),
-            jku: format!("{}{}", public_url.trim_end_matches('/'), a2a_push::JWKS_PATH),
+            jku: format!(
+                "{}{}",
+                public_url.trim_end_matches('/'),
+                a2a_push::JWKS_PATH
+            ),
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -117,7 +121,11 @@ pub fn payload(card: &Value) -> Result<Vec<u8>, jcs::JcsError> {
 /// (what gRPC and JSON-RPC return), and the returned bytes are `served` (the JSON document the
 /// HTTP paths serve, which may hold more than the ProtoJSON form) with the signature of exactly
 /// those fields. Without a signer, or if signing fails (logged), both go out unsigned.
-pub fn signed(mut card: AgentCard, mut served: Value, signer: Option<&CardSigner>) -> (AgentCard, Bytes) {
+pub fn signed(
+    mut card: AgentCard,
+    mut served: Value,
+    signer: Option<&CardSigner>,
+) -> (AgentCard, Bytes) {
     card.signatures.clear();
     if let Value::Object(members) = &mut served {
         members.remove(SIGNATURES);
@@ -131,7 +139,11 @@ pub fn signed(mut card: AgentCard, mut served: Value, signer: Option<&CardSigner
                 .ok()
         };
         let own = sign(&proto);
-        let of_served = if proto == served { own.clone() } else { sign(&served) };
+        let of_served = if proto == served {
+            own.clone()
+        } else {
+            sign(&served)
+        };
         card.signatures.extend(own);
         if let (Some(sig), Value::Object(members)) = (of_served, &mut served) {
             let sigs = serde_json::to_value(vec![sig]).expect("a signature serialises");

@@ -48,7 +48,13 @@ fn card() -> AgentCard {
 }
 
 async fn check(card: &Value, trusted: &TrustedKeys) -> Result<String, Rejected> {
-    verify(card, trusted, &reqwest::Client::new(), Duration::from_secs(1)).await
+    verify(
+        card,
+        trusted,
+        &reqwest::Client::new(),
+        Duration::from_secs(1),
+    )
+    .await
 }
 
 fn header(sig: &Value) -> Value {

@@ -77,8 +77,7 @@ impl TrustedKeys {
             .iter()
             .map(|path| {
                 let shown = path.display().to_string();
-                let pem = std::fs::read(path)
-                    .map_err(|e| format!("trusted_keys {shown}: {e}"))?;
+                let pem = std::fs::read(path).map_err(|e| format!("trusted_keys {shown}: {e}"))?;
                 let key = DecodingKey::from_ec_pem(&pem)
                     .or_else(|_| DecodingKey::from_rsa_pem(&pem))
                     .or_else(|_| DecodingKey::from_ed_pem(&pem))

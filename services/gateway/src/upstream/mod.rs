@@ -22,8 +22,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{Agent, AgentEvents, AgentRequest, AgentStatus};
-pub use client::UpstreamClient;
 use crate::signing::verify::TrustedKeys;
+pub use client::UpstreamClient;
 use config::AgentConfig;
 use queue::DispatchQueue;
 
@@ -348,6 +348,10 @@ impl Agent for UpstreamAgent {
 
     fn queue(&self) -> Option<Arc<DispatchQueue>> {
         Some(self.queue.clone())
+    }
+
+    fn protocol(&self) -> &str {
+        &self.config.protocol
     }
 
     fn upstream_card(&self) -> Option<AgentCard> {

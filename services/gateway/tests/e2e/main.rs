@@ -7,6 +7,7 @@ mod issuer;
 mod auth;
 mod binary;
 mod card;
+mod catalogue;
 mod equivalence;
 mod errors;
 mod grpc;

@@ -207,7 +207,10 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
         let mut tampered = card.clone();
         tampered["description"] = json!(format!("{} (tampered)", card["description"]));
         let refused = python_verify(&tampered, &trusted, None).await.unwrap_err();
-        assert!(refused.contains("card-key"), "the tampered {what} card: {refused}");
+        assert!(
+            refused.contains("card-key"),
+            "the tampered {what} card: {refused}"
+        );
     }
     // The JSON bindings and gRPC carry one card, one signature.
     assert_eq!(rest, rpc);
@@ -234,7 +237,10 @@ async fn old_signatures_verify_while_their_key_is_published() {
     let gw = TestGateway::on_listener(listener, &Keys::config(&[("old", &old)])).await;
     let by_old = get_json(&gw, "/.well-known/agent-card.json").await;
     let trusted = gw.url("");
-    assert_eq!(python_verify(&by_old, &trusted, None).await, Ok("old".into()));
+    assert_eq!(
+        python_verify(&by_old, &trusted, None).await,
+        Ok("old".into())
+    );
     gw.stop().await;
 
     let rebind = || async {
@@ -249,7 +255,10 @@ async fn old_signatures_verify_while_their_key_is_published() {
     let gw = TestGateway::on_listener(rebind().await, &both).await;
     let by_new = get_json(&gw, "/.well-known/agent-card.json").await;
     assert_eq!(signer_of(&by_new).0, "new");
-    assert_eq!(python_verify(&by_new, &trusted, None).await, Ok("new".into()));
+    assert_eq!(
+        python_verify(&by_new, &trusted, None).await,
+        Ok("new".into())
+    );
     assert_eq!(
         python_verify(&by_old, &trusted, None).await,
         Ok("old".into()),
@@ -271,15 +280,21 @@ async fn upstream_cards_are_used_only_when_signed_by_a_trusted_key() {
     let up = upstream(&Keys::config(&[("up-key", &up_key)])).await;
     // Another signer, whose JWKS does not have the upstream's key.
     let other = upstream(&Keys::config(&[("stranger", &stranger)])).await;
-    let verified = |trust: String| agent("up", &up.url(""), &format!("verify_signature = true\n{trust}"));
+    let verified = |trust: String| {
+        agent(
+            "up",
+            &up.url(""),
+            &format!("verify_signature = true\n{trust}"),
+        )
+    };
 
     // Trusted by JWKS URL, and by PEM file: accepted, and turns go through.
     for trust in [
-        format!("trusted_jwks_url = \"{}\"", up.url("/.well-known/jwks.json")),
         format!(
-            "trusted_keys = [\"{}\"]",
-            keys.public(&up_key).display()
+            "trusted_jwks_url = \"{}\"",
+            up.url("/.well-known/jwks.json")
         ),
+        format!("trusted_keys = [\"{}\"]", keys.public(&up_key).display()),
     ] {
         // Started once the first card fetch has finished (`app::start`).
         let front = TestGateway::with_config(&verified(trust.clone())).await;
@@ -295,10 +310,7 @@ async fn upstream_cards_are_used_only_when_signed_by_a_trusted_key() {
     // Refused: a PEM key that did not sign it, and a JWKS without its key.
     for (trust, reason) in [
         (
-            format!(
-                "trusted_keys = [\"{}\"]",
-                keys.public(&stranger).display()
-            ),
+            format!("trusted_keys = [\"{}\"]", keys.public(&stranger).display()),
             "bad_signature",
         ),
         (
@@ -310,17 +322,27 @@ async fn upstream_cards_are_used_only_when_signed_by_a_trusted_key() {
         ),
     ] {
         let front = TestGateway::with_admin(&verified(trust.clone())).await;
-        let rejected =
-            |s: &Scrape| s.value("a2a_upstream_card_rejected_total", &[("agent", "up"), ("reason", reason)]);
+        let rejected = |s: &Scrape| {
+            s.value(
+                "a2a_upstream_card_rejected_total",
+                &[("agent", "up"), ("reason", reason)],
+            )
+        };
         // Each front refuses on its first fetch (and again on each retry).
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while rejected(&Scrape::take(&front).await) < 1.0 {
-            assert!(std::time::Instant::now() < deadline, "{trust}: no {reason} counted");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{trust}: no {reason} counted"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let e = error(&front, "SendMessage", script("up", json!({}), json!({}))).await;
         assert!(
-            e["message"].as_str().unwrap_or_default().contains("unavailable"),
+            e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("unavailable"),
             "{trust}: {e}"
         );
         let card = front

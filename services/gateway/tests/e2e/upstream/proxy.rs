@@ -209,11 +209,9 @@ async fn per_agent_cards_point_at_the_gateway() {
     if let Some(sigs) = card.get("signatures") {
         assert_ne!(Some(sigs), upstream_card.get("signatures"));
         let protected = sigs[0]["protected"].as_str().unwrap();
-        let header = base64::Engine::decode(
-            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-            protected,
-        )
-        .unwrap();
+        let header =
+            base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, protected)
+                .unwrap();
         let header: serde_json::Value = serde_json::from_slice(&header).unwrap();
         assert_eq!(header["jku"], gw.url("/.well-known/jwks.json"));
     }
