@@ -262,3 +262,42 @@ impl AgentConfig {
             .map_err(|e| format!("agents.{}.card is not an AgentCard: {e}", self.name))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(toml_text: &str) -> Result<(), String> {
+        let agent: AgentConfig = toml::from_str(toml_text).unwrap();
+        agent.validate(&[])
+    }
+
+    #[test]
+    fn verify_signature_needs_trusted_keys_and_a_fetched_card() {
+        let url = "name = \"up\"\ncard_url = \"http://127.0.0.1:9\"\n";
+        check(&format!(
+            "{url}verify_signature = true\ntrusted_keys = [\"k.pem\"]"
+        ))
+        .unwrap();
+        check(&format!(
+            "{url}verify_signature = true\ntrusted_jwks_url = \"http://127.0.0.1:9/jwks\""
+        ))
+        .unwrap();
+        let err = check(&format!("{url}verify_signature = true")).unwrap_err();
+        assert!(
+            err.contains("trusted_jwks_url and/or trusted_keys"),
+            "{err}"
+        );
+        let err = check(&format!("{url}trusted_keys = [\"k.pem\"]")).unwrap_err();
+        assert!(err.contains("only with verify_signature = true"), "{err}");
+        let err = check(&format!(
+            "{url}verify_signature = true\ntrusted_jwks_url = \"not a url\""
+        ))
+        .unwrap_err();
+        assert!(err.contains("agents.up.trusted_jwks_url"), "{err}");
+        let inline = "name = \"up\"\ncard = { name = \"up\" }\nverify_signature = true\n\
+                      trusted_keys = [\"k.pem\"]";
+        let err = check(inline).unwrap_err();
+        assert!(err.contains("not an inline one"), "{err}");
+    }
+}
