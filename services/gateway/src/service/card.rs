@@ -81,6 +81,8 @@ impl CardDocument {
         max_age_secs: u64,
         now: DateTime<Utc>,
     ) -> Self {
+        // What the HTTP paths serve; anything a served card holds beyond its ProtoJSON form is
+        // added to `served` before it is signed.
         let served = serde_json::to_value(&card).expect("an AgentCard always serialises");
         let (card, json) = crate::signing::signed(card, served, signer);
         let digest = Sha256::digest(&json);

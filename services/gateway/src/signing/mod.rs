@@ -132,11 +132,13 @@ pub fn signed(
     }
     if let Some(signer) = signer {
         let proto = serde_json::to_value(&card).expect("an AgentCard serialises");
-        let sign = |json: &Value| {
-            signer
-                .sign(json)
-                .inspect_err(|e| tracing::error!(error = %e, card = %card.name, "the card goes out unsigned"))
-                .ok()
+        let name = card.name.clone();
+        let sign = |json: &Value| match signer.sign(json) {
+            Ok(sig) => Some(sig),
+            Err(e) => {
+                tracing::error!(error = %e, card = %name, "the card goes out unsigned");
+                None
+            }
         };
         let own = sign(&proto);
         let of_served = if proto == served {
