@@ -113,6 +113,14 @@ impl SigningKeys {
         }
     }
 
+    /// Signs `message` (a JWS signing input: `BASE64URL(header) "." BASE64URL(payload)`, the
+    /// header naming [`Self::signing_kid`] and [`Self::signing_alg`]) with the first key;
+    /// returns the base64url (no padding) signature. Agent-card signatures use it.
+    pub fn sign_message(&self, message: &[u8]) -> Result<String, KeyError> {
+        let key = self.keys.first().ok_or(KeyError::None)?;
+        Ok(jsonwebtoken::crypto::sign(message, &key.encoding, key.alg)?)
+    }
+
     /// Signs `claims` with the first key (header `kid` set).
     pub fn sign(&self, claims: &DeliveryClaims) -> Result<String, KeyError> {
         let key = self.keys.first().ok_or(KeyError::None)?;

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
 use crate::auth::KeyDirectory;
-use crate::bindings::{card, jsonrpc, rest};
+use crate::bindings::{card, catalogue, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
 use crate::tls::{ServerTls, TlsListener, TlsPeer};
@@ -55,6 +55,16 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         ),
         None => Arc::new(LocalEventBus::new()),
     };
+    if in_memory.is_some() && file.push.keys.is_empty() {
+        file.push.keys = ephemeral_key()?;
+    } else if file.push.keys.is_empty() {
+        tracing::info!(
+            "agent cards are served unsigned: no signing keys ({}); with PostgreSQL every \
+             replica must sign with keys the JWKS of every replica publishes, so none is made \
+             at start",
+            a2a_push::SIGNING_KEYS_VAR
+        );
+    }
     if file.card.push_notifications {
         match in_memory {
             Some(tasks) => bus = embedded_push(config, &mut file, tasks, bus, &shutdown)?,
@@ -113,10 +123,22 @@ type StoreParts = (
     Option<Arc<MemoryTaskStore>>,
 );
 
+/// The signing key of an embedded gateway run without configured keys: it signs push
+/// deliveries and agent cards, and is published in the JWKS like any other (clients see a new
+/// `kid` after a restart). One process serves everything, so one key made here is enough.
+fn ephemeral_key() -> Result<a2a_push::SigningKeys, String> {
+    let pem = a2a_push::es256_pem()?;
+    let kid = format!(
+        "ephemeral-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    a2a_push::SigningKeys::from_pems(vec![(kid, pem.into_bytes())])
+        .map_err(|e| format!("the signing key of this run: {e}"))
+}
+
 /// Starts push delivery in this process, for the in-memory store: the worker's pipeline
-/// (`a2a-delivery`) fed by a tap of `bus`, which it returns to be used in its place. Without
-/// configured signing keys it signs with a key made for this run (published in the JWKS like
-/// any other; receivers see a new `kid` after a restart).
+/// (`a2a-delivery`) fed by a tap of `bus`, which it returns to be used in its place. It signs
+/// with the configured keys, or the key [`build`] made for this run.
 fn embedded_push(
     config: &Config,
     file: &mut FileConfig,
@@ -125,15 +147,6 @@ fn embedded_push(
     shutdown: &CancellationToken,
 ) -> Result<Arc<dyn EventBus>, String> {
     let push = &mut file.push;
-    if push.keys.is_empty() {
-        let pem = a2a_push::es256_pem()?;
-        let kid = format!(
-            "ephemeral-{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..8]
-        );
-        push.keys = a2a_push::SigningKeys::from_pems(vec![(kid, pem.into_bytes())])
-            .map_err(|e| format!("the push signing key of this run: {e}"))?;
-    }
     let policy = a2a_push::AddressPolicy::from_entries(&push.allowed_hosts)
         .map_err(|e| format!("push.allowed_hosts: {e}"))?;
     let settings = a2a_delivery::embedded::Settings {
@@ -271,6 +284,7 @@ pub fn router(svc: A2aService) -> Router {
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
+        .route(catalogue::PATH, get(catalogue::list_agents))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route(a2a_push::JWKS_PATH, get(jwks))

@@ -12,5 +12,6 @@ pub mod limits;
 pub mod metrics;
 pub mod retention;
 pub mod service;
+pub mod signing;
 pub mod tls;
 pub mod upstream;

@@ -144,3 +144,15 @@ pub fn upstream_call(
     )
     .record(elapsed.as_secs_f64());
 }
+
+/// An upstream card refused because its signature did not verify with the keys trusted for
+/// the agent (`a2a_upstream_card_rejected_total{agent,reason}`; reason: `unsigned`,
+/// `malformed`, `unknown_key`, `bad_signature`, `keys_unavailable`).
+pub fn upstream_card_rejected(agent: &str, reason: &'static str) {
+    metrics::counter!(
+        "a2a_upstream_card_rejected_total",
+        "agent" => agent.to_owned(),
+        "reason" => reason,
+    )
+    .increment(1);
+}

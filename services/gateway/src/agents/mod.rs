@@ -167,6 +167,11 @@ pub trait Agent: Send + Sync + 'static {
         None
     }
 
+    /// The A2A version the agent speaks (an upstream may speak 0.3; the gateway translates).
+    fn protocol(&self) -> &str {
+        a2a_types::PROTOCOL_VERSION
+    }
+
     /// The upstream's own card (the source of the agent's rewritten card).
     fn upstream_card(&self) -> Option<AgentCard> {
         None

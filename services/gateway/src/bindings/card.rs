@@ -72,14 +72,9 @@ pub fn conditional(doc: &CardDocument, headers: &HeaderMap, cache_control: &str)
 }
 
 fn not_modified(doc: &CardDocument, headers: &HeaderMap) -> bool {
-    let mut if_none_match = headers.get_all(header::IF_NONE_MATCH).iter().peekable();
-    if if_none_match.peek().is_some() {
-        // Weak comparison, as If-None-Match asks; If-Modified-Since is then ignored.
-        return if_none_match
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(|t| t.trim().trim_start_matches("W/"))
-            .any(|t| t == "*" || t == doc.etag);
+    if let Some(matched) = if_none_match(headers, &doc.etag) {
+        // If-Modified-Since is then ignored.
+        return matched;
     }
     // An invalid date is ignored (RFC 9110 §13.1.3).
     headers
@@ -87,6 +82,20 @@ fn not_modified(doc: &CardDocument, headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(parse_http_date)
         .is_some_and(|since| doc.last_modified <= since)
+}
+
+/// Whether the request's `If-None-Match` names `etag` (weak comparison, as If-None-Match
+/// asks, `*` matching anything); `None` without the header.
+pub fn if_none_match(headers: &HeaderMap, etag: &str) -> Option<bool> {
+    let mut values = headers.get_all(header::IF_NONE_MATCH).iter().peekable();
+    values.peek()?;
+    Some(
+        values
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(|t| t.trim().trim_start_matches("W/"))
+            .any(|t| t == "*" || t == etag),
+    )
 }
 
 /// IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.

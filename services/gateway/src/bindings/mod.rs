@@ -3,6 +3,7 @@
 //! binding's own format. No binding knows SQL or Redis.
 
 pub mod card;
+pub mod catalogue;
 mod decode;
 pub mod grpc;
 pub mod jsonrpc;

@@ -63,9 +63,10 @@ impl Binding {
     }
 }
 
-/// The A2A methods, spelled as in JSON-RPC and gRPC: the only values of the `method` label
-/// besides [`UNKNOWN_METHOD`] (so a client cannot grow the label set).
-pub const METHODS: [&str; 11] = [
+/// The A2A methods, spelled as in JSON-RPC and gRPC, and the gateway's own `ListAgents`
+/// (`GET /agents`): the only values of the `method` label besides [`UNKNOWN_METHOD`] (so a
+/// client cannot grow the label set).
+pub const METHODS: [&str; 12] = [
     "SendMessage",
     "SendStreamingMessage",
     "GetTask",
@@ -77,6 +78,7 @@ pub const METHODS: [&str; 11] = [
     "ListTaskPushNotificationConfigs",
     "DeleteTaskPushNotificationConfig",
     "GetExtendedAgentCard",
+    "ListAgents",
 ];
 
 /// The method of a request refused before its method was known, or naming none of [`METHODS`].

@@ -17,6 +17,7 @@ use super::{A2aService, RequestContext};
 use crate::agents::AgentRegistry;
 use crate::auth::Authenticator;
 use crate::config::FileConfig;
+use crate::signing::CardSigner;
 
 /// Path of the JSON-RPC interface, relative to the public URL.
 pub const JSONRPC_PATH: &str = "/a2a/jsonrpc";
@@ -59,16 +60,31 @@ pub struct CardDocument {
 
 impl CardDocument {
     /// The document of `card`; it keeps `previous`'s `last_modified` if the content is the same.
-    fn new(card: AgentCard, max_age_secs: u64, previous: Option<&CardDocument>) -> Self {
-        let mut doc = Self::at(card, max_age_secs, Utc::now());
+    fn new(
+        card: AgentCard,
+        signer: Option<&CardSigner>,
+        max_age_secs: u64,
+        previous: Option<&CardDocument>,
+    ) -> Self {
+        let mut doc = Self::at(card, signer, max_age_secs, Utc::now());
         if let Some(p) = previous.filter(|p| p.etag == doc.etag) {
             doc.last_modified = p.last_modified;
         }
         doc
     }
 
-    fn at(card: AgentCard, max_age_secs: u64, now: DateTime<Utc>) -> Self {
-        let json = Bytes::from(serde_json::to_vec(&card).expect("an AgentCard always serialises"));
+    /// Every card the gateway serves (root, per agent, extended; on every binding) is built
+    /// here, and signed here, last: the signatures cover exactly what is served.
+    fn at(
+        card: AgentCard,
+        signer: Option<&CardSigner>,
+        max_age_secs: u64,
+        now: DateTime<Utc>,
+    ) -> Self {
+        // What the HTTP paths serve; anything a served card holds beyond its ProtoJSON form is
+        // added to `served` before it is signed.
+        let served = serde_json::to_value(&card).expect("an AgentCard always serialises");
+        let (card, json) = crate::signing::signed(card, served, signer);
         let digest = Sha256::digest(&json);
         let etag = format!(
             "\"{}\"",
@@ -118,7 +134,7 @@ pub fn agent_card_path(name: &str) -> String {
 /// An upstream's card as the gateway publishes it: the upstream's name, description, skills and
 /// modes, but the gateway's interfaces (tenant = the agent's name), capabilities and security
 /// (clients authenticate to the gateway, not to the upstream). The upstream's signatures covered
-/// the card it published, not this one, so they are dropped.
+/// the card it published, not this one, so they are replaced by the gateway's.
 fn rewritten(upstream: &AgentCard, name: &str, public_url: &str, gateway: &AgentCard) -> AgentCard {
     let mut capabilities = gateway.capabilities.clone().unwrap_or_default();
     capabilities.extended_agent_card = Some(false);
@@ -147,6 +163,7 @@ impl Cards {
         agents: &AgentRegistry,
         public_url: &str,
         auth: Option<&Authenticator>,
+        signer: Option<&CardSigner>,
         previous: Option<&Cards>,
     ) -> Self {
         let c = &config.card;
@@ -220,7 +237,12 @@ impl Cards {
             card.skills
                 .extend(x.skills.iter().map(AgentSkill::from).map(with_requirements));
             let before = previous.and_then(|p| p.extended.as_deref());
-            Arc::new(CardDocument::new(card, c.cache_max_age_secs, before))
+            Arc::new(CardDocument::new(
+                card,
+                signer,
+                c.cache_max_age_secs,
+                before,
+            ))
         });
         let agents = agents
             .iter()
@@ -228,13 +250,14 @@ impl Cards {
                 let upstream = a.upstream_card()?;
                 let card = rewritten(&upstream, a.name(), public_url, &card);
                 let before = previous.and_then(|p| p.agents.get(a.name())).map(|d| &**d);
-                let doc = CardDocument::new(card, c.cache_max_age_secs, before);
+                let doc = CardDocument::new(card, signer, c.cache_max_age_secs, before);
                 Some((a.name().to_owned(), Arc::new(doc)))
             })
             .collect();
         Self {
             public: Arc::new(CardDocument::new(
                 card,
+                signer,
                 c.cache_max_age_secs,
                 previous.map(|p| &*p.public),
             )),
@@ -270,6 +293,7 @@ impl A2aService {
             &self.inner.agents,
             &self.inner.public_url,
             self.inner.auth.as_ref(),
+            self.inner.card_signer.as_ref(),
             Some(&self.cards()),
         );
         *self.inner.card.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(cards);
@@ -320,6 +344,10 @@ impl A2aService {
 /// is, which header carries the JWT and its algorithm. Not required: clients need not act on it.
 fn push_signature_extension(config: &FileConfig, public_url: &str) -> Option<AgentExtension> {
     let keys = &config.push.keys;
+    // An embedded gateway always has a key (it signs the cards); the extension is about push.
+    if !config.card.push_notifications {
+        return None;
+    }
     let alg = keys.signing_alg()?;
     let params = serde_json::json!({
         "jwksUri": format!("{public_url}{}", a2a_push::JWKS_PATH),
@@ -350,11 +378,11 @@ mod tests {
         let then = DateTime::parse_from_rfc3339("2026-01-02T03:04:05.678Z")
             .unwrap()
             .with_timezone(&Utc);
-        let old = CardDocument::at(card("a"), 60, then);
+        let old = CardDocument::at(card("a"), None, 60, then);
         assert_eq!(old.last_modified.to_rfc3339(), "2026-01-02T03:04:05+00:00");
-        let same = CardDocument::new(card("a"), 60, Some(&old));
+        let same = CardDocument::new(card("a"), None, 60, Some(&old));
         assert_eq!(same.last_modified, old.last_modified);
-        let changed = CardDocument::new(card("b"), 60, Some(&old));
+        let changed = CardDocument::new(card("b"), None, 60, Some(&old));
         assert!(changed.last_modified > old.last_modified);
         assert_eq!(changed.last_modified.nanosecond(), 0, "whole seconds");
     }

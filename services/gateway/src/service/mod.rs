@@ -7,6 +7,7 @@
 //! [`EventBus`].
 
 mod card;
+mod catalogue;
 mod follow;
 mod idempotency;
 mod push;
@@ -35,6 +36,7 @@ use crate::config::FileConfig;
 use crate::limits::RateLimiter;
 
 pub use card::{CardDocument, agent_card_path};
+pub use catalogue::Catalogue;
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
 pub use validate::negotiate_version;
@@ -118,6 +120,8 @@ struct Inner {
     agents: AgentRegistry,
     /// Rebuilt when an upstream agent's card changes.
     card: std::sync::RwLock<Arc<card::Cards>>,
+    /// Signs every card served (`None` without signing keys: cards go out unsigned).
+    card_signer: Option<crate::signing::CardSigner>,
     public_url: String,
     /// `None` when the config has no `[auth]`: every caller is `anonymous`.
     auth: Option<Authenticator>,
@@ -154,7 +158,15 @@ impl A2aService {
             Authenticator::with_directory(a, keys)
                 .expect("[auth] was validated when the config was parsed")
         });
-        let card = card::Cards::build(&config, &agents, public_url, auth.as_ref(), None);
+        let card_signer = crate::signing::CardSigner::new(&config.push.keys, public_url);
+        let card = card::Cards::build(
+            &config,
+            &agents,
+            public_url,
+            auth.as_ref(),
+            card_signer.as_ref(),
+            None,
+        );
         let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
             .expect("[push] allowed_hosts was validated when the config was loaded");
         let jwks = serde_json::to_vec(&config.push.keys.jwks())
@@ -167,6 +179,7 @@ impl A2aService {
                 bus,
                 agents,
                 card: std::sync::RwLock::new(Arc::new(card)),
+                card_signer,
                 public_url: public_url.to_owned(),
                 auth,
                 streams: Arc::new(Semaphore::new(config.limits.max_streams)),
@@ -268,6 +281,11 @@ impl A2aService {
     /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
     pub fn jwks(&self) -> bytes::Bytes {
         self.inner.jwks.clone()
+    }
+
+    /// Whether `[auth]` is configured (callers are authenticated).
+    pub fn auth_enabled(&self) -> bool {
+        self.inner.auth.is_some()
     }
 
     /// The rate limiter, when `[limits.rate]` sets a limit (`bindings::pipeline` checks it).

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use a2a_types::v1::AgentCard;
+use serde::Deserialize;
 
 /// The well-known path appended to a card URL that is a bare base URL.
 const WELL_KNOWN: &str = "/.well-known/agent-card.json";
@@ -16,9 +17,11 @@ const DEFAULT_MAX_AGE: Duration = Duration::from_secs(300);
 const MAX_CARD_BYTES: usize = 1024 * 1024;
 
 pub enum Fetched {
-    /// A new card, its ETag, and how long it stays fresh.
+    /// A new card (and the JSON document it was read from, which its signatures cover), its
+    /// ETag, and how long it stays fresh.
     Card {
         card: AgentCard,
+        json: serde_json::Value,
         etag: Option<String>,
         max_age: Duration,
     },
@@ -95,10 +98,11 @@ pub async fn fetch(
     let card = if v03 {
         a2a_types::v03::card(&json)?
     } else {
-        serde_json::from_value(json).map_err(|e| format!("GET {url}: not an AgentCard: {e}"))?
+        AgentCard::deserialize(&json).map_err(|e| format!("GET {url}: not an AgentCard: {e}"))?
     };
     Ok(Fetched::Card {
         card,
+        json,
         etag: new_etag,
         max_age: age,
     })

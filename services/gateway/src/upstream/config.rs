@@ -17,6 +17,9 @@ use serde::Deserialize;
 /// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
 /// max_turn_secs = 600                       # default [limits] max_turn_secs
 /// tls = { ca = "ca.pem", cert = "c.pem", key = "k.pem" }  # private CA, client certificate
+/// verify_signature = true                   # the card must be signed by a trusted key:
+/// trusted_jwks_url = "https://billing.example.com/.well-known/jwks.json"  # and/or
+/// trusted_keys = ["billing-signing.pub.pem"]                               # public keys
 /// ```
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -55,6 +58,15 @@ pub struct AgentConfig {
     /// TLS toward the agent beyond the system's roots (`tls = { ca, cert, key }`).
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
+    /// Refuse the fetched card unless one of its signatures verifies with a trusted key
+    /// (`trusted_jwks_url`, `trusted_keys`; never the `jku` the card names).
+    #[serde(default)]
+    pub verify_signature: bool,
+    /// A JWKS whose keys the card may be signed with (fetched with each new card).
+    pub trusted_jwks_url: Option<String>,
+    /// PEM public keys (EC, RSA or Ed25519) the card may be signed with.
+    #[serde(default)]
+    pub trusted_keys: Vec<std::path::PathBuf>,
     /// `tls`'s files, read when the agents are built (see [`UpstreamTls::load`]).
     #[serde(skip)]
     pub client_tls: a2a_client::ClientTls,
@@ -187,6 +199,32 @@ impl AgentConfig {
                 ));
             }
         }
+        let trust = self.trusted_jwks_url.is_some() || !self.trusted_keys.is_empty();
+        match (self.verify_signature, trust) {
+            (true, false) => {
+                return Err(format!(
+                    "agents.{name}.verify_signature needs the keys to trust: \
+                     trusted_jwks_url and/or trusted_keys"
+                ));
+            }
+            (false, true) => {
+                return Err(format!(
+                    "agents.{name}: trusted_jwks_url and trusted_keys take effect only with \
+                     verify_signature = true"
+                ));
+            }
+            (true, true) if self.card.is_some() => {
+                return Err(format!(
+                    "agents.{name}.verify_signature applies to a fetched card (card_url), \
+                     not an inline one"
+                ));
+            }
+            _ => {}
+        }
+        if let Some(url) = &self.trusted_jwks_url {
+            url::Url::parse(url)
+                .map_err(|e| format!("agents.{name}.trusted_jwks_url {url:?}: {e}"))?;
+        }
         if !matches!(self.protocol.as_str(), "1.0" | "0.3") {
             return Err(format!("agents.{name}.protocol must be \"1.0\" or \"0.3\""));
         }
@@ -222,5 +260,44 @@ impl AgentConfig {
         serde_json::from_value(json)
             .map(Some)
             .map_err(|e| format!("agents.{}.card is not an AgentCard: {e}", self.name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(toml_text: &str) -> Result<(), String> {
+        let agent: AgentConfig = toml::from_str(toml_text).unwrap();
+        agent.validate(&[])
+    }
+
+    #[test]
+    fn verify_signature_needs_trusted_keys_and_a_fetched_card() {
+        let url = "name = \"up\"\ncard_url = \"http://127.0.0.1:9\"\n";
+        check(&format!(
+            "{url}verify_signature = true\ntrusted_keys = [\"k.pem\"]"
+        ))
+        .unwrap();
+        check(&format!(
+            "{url}verify_signature = true\ntrusted_jwks_url = \"http://127.0.0.1:9/jwks\""
+        ))
+        .unwrap();
+        let err = check(&format!("{url}verify_signature = true")).unwrap_err();
+        assert!(
+            err.contains("trusted_jwks_url and/or trusted_keys"),
+            "{err}"
+        );
+        let err = check(&format!("{url}trusted_keys = [\"k.pem\"]")).unwrap_err();
+        assert!(err.contains("only with verify_signature = true"), "{err}");
+        let err = check(&format!(
+            "{url}verify_signature = true\ntrusted_jwks_url = \"not a url\""
+        ))
+        .unwrap_err();
+        assert!(err.contains("agents.up.trusted_jwks_url"), "{err}");
+        let inline = "name = \"up\"\ncard = { name = \"up\" }\nverify_signature = true\n\
+                      trusted_keys = [\"k.pem\"]";
+        let err = check(inline).unwrap_err();
+        assert!(err.contains("not an inline one"), "{err}");
     }
 }

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::{Agent, AgentEvents, AgentRequest, AgentStatus};
+use crate::signing::verify::TrustedKeys;
 pub use client::UpstreamClient;
 use config::AgentConfig;
 use queue::DispatchQueue;
@@ -35,6 +36,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 pub struct UpstreamAgent {
     config: AgentConfig,
+    /// The keys its card must be signed with (`verify_signature = true`).
+    trust: Option<TrustedKeys>,
     http: reqwest::Client,
     live: RwLock<Live>,
     queue: Arc<DispatchQueue>,
@@ -71,7 +74,13 @@ impl UpstreamAgent {
         } else {
             live.stale_at = Some(Instant::now());
         }
+        let trust = config
+            .verify_signature
+            .then(|| TrustedKeys::load(config.trusted_jwks_url.as_deref(), &config.trusted_keys))
+            .transpose()
+            .map_err(|e| format!("agents.{}.{e}", config.name))?;
         Ok(Arc::new(Self {
+            trust,
             queue: DispatchQueue::new(&config.name, config.max_concurrency, config.queue_capacity),
             config,
             http,
@@ -176,9 +185,23 @@ impl UpstreamAgent {
             }
             card::Fetched::Card {
                 card,
+                json,
                 etag,
                 max_age,
             } => {
+                if let Err(e) = self.verify(&json, timeout).await {
+                    // Not used: the agent stays unhealthy (no card, no client) until a card
+                    // that verifies arrives; the next check fetches it again in full.
+                    let mut live = self.write();
+                    let had = live.card.take().is_some();
+                    live.client = None;
+                    live.etag = None;
+                    drop(live);
+                    if had {
+                        self.changed();
+                    }
+                    return Err(e);
+                }
                 let client = UpstreamClient::new(&self.config, &card, self.http.clone())?;
                 tracing::info!(agent = %self.config.name, binding = %client.binding(), "upstream card loaded");
                 let mut live = self.write();
@@ -194,6 +217,25 @@ impl UpstreamAgent {
             }
         }
         Ok(())
+    }
+
+    /// With `verify_signature`, refuses a card none of whose signatures verifies with a
+    /// trusted key (`a2a_upstream_card_rejected_total{agent,reason}`; the reason is logged by
+    /// the health check).
+    async fn verify(&self, json: &serde_json::Value, timeout: Duration) -> Result<(), String> {
+        let Some(trust) = &self.trust else {
+            return Ok(());
+        };
+        match crate::signing::verify::verify(json, trust, &self.http, timeout).await {
+            Ok(key) => {
+                tracing::debug!(agent = %self.config.name, key, "upstream card signature verified");
+                Ok(())
+            }
+            Err(rejected) => {
+                crate::metrics::upstream_card_rejected(&self.config.name, rejected.reason());
+                Err(format!("its card is refused: {rejected}"))
+            }
+        }
     }
 
     /// The client for a call, or a clear error while the agent is unhealthy.
@@ -306,6 +348,10 @@ impl Agent for UpstreamAgent {
 
     fn queue(&self) -> Option<Arc<DispatchQueue>> {
         Some(self.queue.clone())
+    }
+
+    fn protocol(&self) -> &str {
+        &self.config.protocol
     }
 
     fn upstream_card(&self) -> Option<AgentCard> {

@@ -164,6 +164,16 @@ fn replace_ids(v: &mut Value, key: Option<&str>, ids: &BTreeMap<String, String>,
     match v {
         Value::Object(m) => {
             for (k, x) in m.iter_mut() {
+                // Card signatures: each gateway signs with a key of its own (and ES256 is
+                // randomised); that each binding's card carries one is what is compared.
+                if k == "signatures"
+                    && let Value::Array(sigs) = x
+                {
+                    for sig in sigs {
+                        *sig = serde_json::json!({"protected": "<jws>", "signature": "<jws>"});
+                    }
+                    continue;
+                }
                 replace_ids(x, Some(k), ids, addr);
             }
         }

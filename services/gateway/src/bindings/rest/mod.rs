@@ -171,6 +171,12 @@ async fn handle(
     response
 }
 
+/// The HTTP+JSON error response of `err` (`google.rpc.Status` JSON), for the gateway's own
+/// HTTP endpoints (`GET /agents`).
+pub fn error_response(err: &A2aError) -> Response {
+    errors::response(err)
+}
+
 /// The error response of a call, with its outcome recorded.
 fn failed(call: Call, err: &A2aError) -> Response {
     call.failed(err);
