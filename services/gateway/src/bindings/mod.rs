@@ -5,6 +5,7 @@
 pub mod card;
 mod decode;
 pub mod grpc;
+mod grpc_v03;
 pub mod jsonrpc;
 pub mod pipeline;
 pub mod rate_headers;

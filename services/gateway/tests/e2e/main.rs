@@ -10,6 +10,7 @@ mod card;
 mod equivalence;
 mod errors;
 mod grpc;
+mod grpc03;
 mod idempotency;
 mod isolation;
 mod lifecycle;
