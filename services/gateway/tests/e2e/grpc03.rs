@@ -552,3 +552,65 @@ keys = [{ id = "alice", key = "alice-key" }, { id = "bob", key = "bob-key" }]
 [extended_card]
 description = "the extended card"
 "#;
+
+#[tokio::test]
+async fn task_subscription_resumes_after_an_event_id() {
+    let gw = TestGateway::start().await;
+    let (mut c, _) = clients(&gw).await;
+    let stream = c
+        .send_streaming_message(script(json!({"chunks": 3, "delayMs": 5}), true))
+        .await
+        .unwrap()
+        .into_inner();
+    let events = drain(stream).await;
+    let Some(stream_response::Payload::Task(t)) = events.first() else {
+        panic!("the task first");
+    };
+    // Event 1 is the task as created; the stream's events are consecutive after it.
+    let last = events.len();
+    let mut resume = Request::new(TaskSubscriptionRequest { name: named(&t.id) });
+    resume
+        .metadata_mut()
+        .insert("a2a-last-event-id", (last - 2).to_string().parse().unwrap());
+    let replayed = drain(c.task_subscription(resume).await.unwrap().into_inner()).await;
+    let labels: Vec<_> = replayed.iter().map(label).collect();
+    assert_eq!(labels, ["artifact", "TASK_STATE_COMPLETED final"]);
+}
+
+#[tokio::test]
+async fn a_retried_send_with_the_same_idempotency_key_gets_the_first_task() {
+    let gw = TestGateway::start().await;
+    let (mut c, _) = clients(&gw).await;
+    let request = SendMessageRequest {
+        configuration: Some(SendMessageConfiguration {
+            blocking: true,
+            ..Default::default()
+        }),
+        ..text("once")
+    };
+    let keyed = |r: SendMessageRequest| {
+        let mut r = Request::new(r);
+        r.metadata_mut()
+            .insert("idempotency-key", "grpc03-retry-1".parse().unwrap());
+        r
+    };
+    let first = task_of(
+        c.send_message(keyed(request.clone()))
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    let again = task_of(
+        c.send_message(keyed(request.clone()))
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    assert_eq!(first.id, again.id);
+    let other = SendMessageRequest {
+        request: text("another").request,
+        ..request
+    };
+    let err = c.send_message(keyed(other)).await.unwrap_err();
+    assert_a2a_error(&err, Code::InvalidArgument, "IDEMPOTENCY_KEY_REUSED");
+}
