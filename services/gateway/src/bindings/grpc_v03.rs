@@ -16,6 +16,7 @@ use a2a_types::v03_grpc::proto::{
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigRequest,
     ListTaskPushNotificationConfigResponse, SendMessageRequest, SendMessageResponse,
     StreamResponse, Task, TaskPushNotificationConfig, TaskSubscriptionRequest,
+    stream_response::Payload,
 };
 use a2a_types::v03_grpc::{self as v03};
 use futures::StreamExt;
@@ -46,10 +47,31 @@ fn v03_request<T>(mut req: Request<T>) -> Request<T> {
     req
 }
 
+/// The 1.0 binding's stream, each event translated, ending with the first `final` status
+/// update as 0.3 streams do: a TaskSubscription to a task that becomes interrupted closes there
+/// (the 1.0 one goes on with the next turn), and the 0.3 client subscribes again after its next
+/// message. A send's stream ends there anyway.
 fn v03_stream(
     resp: Result<Response<super::grpc::ResponseStream>, Status>,
 ) -> Result<Response<ResponseStream03>, Status> {
-    resp.map(|r| r.map(|events| events.map(|e| e.map(v03::stream_response)).boxed()))
+    resp.map(|r| r.map(until_final))
+}
+
+fn until_final(mut events: super::grpc::ResponseStream) -> ResponseStream03 {
+    async_stream::stream! {
+        while let Some(item) = events.next().await {
+            let item = item.map(v03::stream_response);
+            let last = matches!(
+                &item,
+                Ok(StreamResponse { payload: Some(Payload::StatusUpdate(s)) }) if s.r#final
+            );
+            yield item;
+            if last {
+                return;
+            }
+        }
+    }
+    .boxed()
 }
 
 #[tonic::async_trait]

@@ -295,6 +295,35 @@ async fn task_subscription_follows_a_running_task_to_its_final_event() {
 }
 
 #[tokio::test]
+async fn a_subscription_ends_with_the_final_event_of_an_interrupted_turn() {
+    // 1.0's SubscribeToTask stays open past INPUT_REQUIRED; a 0.3 stream ends at its final
+    // event, as 0.3 servers end theirs.
+    let gw = TestGateway::start().await;
+    let (mut c, _) = clients(&gw).await;
+    let id = task_of(
+        c.send_message(script(
+            json!({"chunks": 3, "delayMs": 150, "end": "input-required"}),
+            false,
+        ))
+        .await
+        .unwrap()
+        .into_inner(),
+    )
+    .id;
+    let stream = c
+        .task_subscription(TaskSubscriptionRequest { name: named(&id) })
+        .await
+        .unwrap()
+        .into_inner();
+    let labels: Vec<_> = drain(stream).await.iter().map(label).collect();
+    assert_eq!(labels.first().map(String::as_str), Some("task"));
+    assert_eq!(
+        labels.last().map(String::as_str),
+        Some("TASK_STATE_INPUT_REQUIRED final")
+    );
+}
+
+#[tokio::test]
 async fn push_config_crud_by_resource_name() {
     let gw = TestGateway::start().await;
     let (mut c, _) = clients(&gw).await;
