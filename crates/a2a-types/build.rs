@@ -1,8 +1,12 @@
 //! Compiles `proto/lf/a2a/v1/a2a.proto` with protox (pure Rust, no protoc on the machine) into
 //! prost messages, the tonic service, pbjson ProtoJSON serde impls and a descriptor set for
-//! gRPC server reflection.
+//! gRPC server reflection; and the 0.3 `proto/a2a/v1/a2a.proto` into prost messages, its tonic
+//! service and a descriptor set (no ProtoJSON: the 0.3 gRPC service only speaks protobuf).
 
-use std::{env, fs, path::PathBuf};
+use std::{
+    env, fs,
+    path::{Path, PathBuf},
+};
 
 use prost::Message;
 
@@ -47,13 +51,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     json_cfg.build(&[".lf.a2a.v1"])?;
     null_data_is_a_value(&out.join("lf.a2a.v1.serde.rs"))?;
+    compile_v03(&root, &out)
+}
+
+/// The 0.3 service (`a2a.v1`). Its well-known types are the 1.0 model's (the same overrides), so
+/// the edge translation moves timestamps, structs and values without converting them.
+fn compile_v03(root: &Path, out: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let fds = protox::compile(["a2a/v1/a2a.proto"], [root])?;
+    fs::write(out.join("a2a_v03_descriptor.bin"), fds.encode_to_vec())?;
+    let mut prost_cfg = tonic_prost_build::configure()
+        .compile_well_known_types(true)
+        .extern_path(".google.protobuf", "::pbjson_types")
+        .build_transport(false);
+    for (proto, rust) in OVERRIDES.iter().filter(|(p, _)| p.starts_with(".google")) {
+        prost_cfg = prost_cfg.extern_path(*proto, *rust);
+    }
+    prost_cfg.skip_protoc_run().compile_fds(fds)?;
     Ok(())
 }
 
 /// ProtoJSON reads `null` in a `google.protobuf.Value` field as the null value; pbjson reads a
 /// null oneof member as absent, so `{"data": null}` came back as a part without content (found
 /// by the ProtoJSON round-trip property test). `Part.data` is the proto's only Value field.
-fn null_data_is_a_value(serde_rs: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+fn null_data_is_a_value(serde_rs: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let text = fs::read_to_string(serde_rs)?;
     let absent = "map_.next_value::<::std::option::Option<_>>()?.map(part::Content::Data)";
     if !text.contains(absent) {

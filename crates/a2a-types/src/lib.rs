@@ -5,6 +5,7 @@
 //!   and the tonic service for `lf.a2a.v1.A2AService`.
 //! - [`A2aError`]: the one error enum, with its JSON-RPC / HTTP / gRPC mapping.
 //! - [`state`]: which task states are terminal or interrupted, and how an event changes a task.
+//! - [`v03_grpc`]: the 0.3 gRPC service (`a2a.v1.A2AService`) and its translation to 1.0.
 
 pub mod error;
 mod list_response;
@@ -14,6 +15,7 @@ pub mod string_list;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod v03;
+pub mod v03_grpc;
 pub mod wkt;
 mod wkt_struct;
 

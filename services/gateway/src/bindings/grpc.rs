@@ -1,6 +1,7 @@
-//! gRPC: `lf.a2a.v1.A2AService` (all 11 RPCs), the standard health service and server
-//! reflection, on the same listener as HTTP (h2c with prior knowledge; `axum::serve` speaks
-//! HTTP/1.1 and HTTP/2 on one port). Each RPC is a thin adapter: service parameters from the
+//! gRPC: `lf.a2a.v1.A2AService` (all 11 RPCs), the 0.3 `a2a.v1.A2AService` beside it
+//! ([`super::grpc_v03`]), the standard health service and server reflection, on the same
+//! listener as HTTP (h2c with prior knowledge; `axum::serve` speaks HTTP/1.1 and HTTP/2 on one
+//! port; tonic routes by service name, so both A2A services share it). Each RPC is a thin adapter: service parameters from the
 //! metadata, one call on [`A2aService`], the result or a rich [`tonic::Status`] back
 //! (`A2aError::to_status`: code from the 1.0.1 table plus a `google.rpc.ErrorInfo`).
 
@@ -44,14 +45,18 @@ pub fn router(svc: A2aService) -> Router {
     // decoding it.
     let limit = svc.max_body_bytes();
     let shutdown = svc.shutdown_token().clone();
-    let a2a = A2aServiceServer::new(GrpcBinding { svc }).max_decoding_message_size(limit);
+    let binding = GrpcBinding { svc };
+    let a2a_v03 = super::grpc_v03::server(binding.clone()).max_decoding_message_size(limit);
+    let a2a = A2aServiceServer::new(binding).max_decoding_message_size(limit);
 
     let (health_reporter, health) = tonic_health::server::health_reporter();
     // A fresh reporter's lock is uncontended, so this completes on the first poll.
-    futures::FutureExt::now_or_never(
-        health_reporter.set_service_status(SERVICE_NAME, ServingStatus::Serving),
-    )
-    .expect("a fresh health reporter is not locked");
+    for service in A2A_SERVICES {
+        futures::FutureExt::now_or_never(
+            health_reporter.set_service_status(service, ServingStatus::Serving),
+        )
+        .expect("a fresh health reporter is not locked");
+    }
     tokio::spawn(not_serving_at_shutdown(health_reporter, shutdown));
 
     // Both reflection versions: current tools (grpcurl, grpcui) speak v1, older ones v1alpha.
@@ -61,10 +66,14 @@ pub fn router(svc: A2aService) -> Router {
 
     Router::new()
         .route_service(&path_of(&a2a), a2a)
+        .route_service(&path_of(&a2a_v03), a2a_v03)
         .route_service(&path_of(&health), health)
         .route_service(&path_of(&reflection_v1), reflection_v1)
         .route_service(&path_of(&reflection_v1alpha), reflection_v1alpha)
 }
+
+/// The A2A services whose health is reported: 1.0 and 0.3.
+const A2A_SERVICES: [&str; 2] = [SERVICE_NAME, super::grpc_v03::SERVICE_NAME];
 
 /// Once shutdown begins the server and the A2A service report NOT_SERVING, so that probes and
 /// health watchers stop sending work here. Then their statuses are removed: that ends every
@@ -77,21 +86,23 @@ async fn not_serving_at_shutdown(
 ) {
     shutdown.cancelled().await;
     // "" is the whole server.
-    for service in ["", SERVICE_NAME] {
+    let all = || std::iter::once("").chain(A2A_SERVICES);
+    for service in all() {
         reporter
             .set_service_status(service, ServingStatus::NotServing)
             .await;
     }
-    for service in ["", SERVICE_NAME] {
+    for service in all() {
         reporter.clear_service_status(service).await;
     }
 }
 
-/// Reflection over the A2A proto (with its google/protobuf imports, so clients can resolve
-/// every type) and the health proto.
+/// Reflection over the A2A protos, 1.0 and 0.3 (with their google/protobuf imports, so clients
+/// can resolve every type) and the health proto.
 fn reflection() -> tonic_reflection::server::Builder<'static> {
     tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(a2a_types::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(a2a_types::v03_grpc::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
 }
 
@@ -126,8 +137,9 @@ impl GrpcBinding {
         Ok((admitted, message))
     }
 
-    /// Admit, call, encode: the whole of every unary RPC.
-    async fn unary<T, R, F, Fut>(
+    /// Admit, call, encode: the whole of every unary RPC (of both A2A services: the 0.3 one
+    /// translates inside `op`).
+    pub(super) async fn unary<T, R, F, Fut>(
         &self,
         method: &str,
         req: Request<T>,
@@ -150,7 +162,7 @@ impl GrpcBinding {
         result.map_err(|err| err.to_status())
     }
 
-    async fn streaming<T, F, Fut>(
+    pub(super) async fn streaming<T, F, Fut>(
         &self,
         method: &str,
         req: Request<T>,

@@ -6,6 +6,7 @@ pub mod card;
 pub mod catalogue;
 mod decode;
 pub mod grpc;
+mod grpc_v03;
 pub mod jsonrpc;
 pub mod pipeline;
 pub mod rate_headers;

@@ -11,6 +11,7 @@ mod catalogue;
 mod equivalence;
 mod errors;
 mod grpc;
+mod grpc03;
 mod idempotency;
 mod isolation;
 mod lifecycle;

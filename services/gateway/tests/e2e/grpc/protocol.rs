@@ -132,7 +132,7 @@ async fn health_reports_serving() {
     let gw = TestGateway::start().await;
     let channel = channel(&gw).await;
     let mut health = HealthClient::new(channel);
-    for service in ["", "lf.a2a.v1.A2AService"] {
+    for service in ["", "lf.a2a.v1.A2AService", "a2a.v1.A2AService"] {
         let resp = health
             .check(HealthCheckRequest {
                 service: service.into(),
@@ -151,7 +151,7 @@ async fn health_watchers_see_not_serving_at_shutdown() {
     let gw = TestGateway::start().await;
     let mut health = HealthClient::new(channel(&gw).await);
     let mut watches = Vec::new();
-    for service in ["", "lf.a2a.v1.A2AService"] {
+    for service in ["", "lf.a2a.v1.A2AService", "a2a.v1.A2AService"] {
         let request = HealthCheckRequest {
             service: service.into(),
         };
@@ -183,6 +183,8 @@ async fn reflection_lists_the_service_and_resolves_its_imports() {
     let asks = [
         MessageRequest::ListServices(String::new()),
         MessageRequest::FileContainingSymbol("lf.a2a.v1.A2AService".into()),
+        // The 0.3 service beside it.
+        MessageRequest::FileContainingSymbol("a2a.v1.A2AService".into()),
         // The A2A proto imports struct.proto; a client must be able to fetch it too.
         MessageRequest::FileByFilename("google/protobuf/struct.proto".into()),
     ];
@@ -205,10 +207,18 @@ async fn reflection_lists_the_service_and_resolves_its_imports() {
         panic!("a service list");
     };
     let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
-    for want in ["lf.a2a.v1.A2AService", "grpc.health.v1.Health"] {
+    for want in [
+        "lf.a2a.v1.A2AService",
+        "a2a.v1.A2AService",
+        "grpc.health.v1.Health",
+    ] {
         assert!(names.contains(&want), "{want} in {names:?}");
     }
-    for want_file in ["lf/a2a/v1/a2a.proto", "google/protobuf/struct.proto"] {
+    for want_file in [
+        "lf/a2a/v1/a2a.proto",
+        "a2a/v1/a2a.proto",
+        "google/protobuf/struct.proto",
+    ] {
         let MessageResponse::FileDescriptorResponse(files) = next(answers.message().await.unwrap())
         else {
             panic!("a file descriptor for {want_file}");
