@@ -88,7 +88,8 @@ run() { # name args...: one measured run, its report in $OUT/name.json
   local name=$1
   shift
   log "$name: a2a-loadtest $*"
-  "$LT" "$@" --warmup 1s --quiet --json "$OUT/$name.json" >/dev/null
+  # From the reports' directory with a relative path, so the published commands read plainly.
+  (cd "$OUT" && PATH="$(dirname "$LT"):$PATH" a2a-loadtest "$@" --warmup 1s --quiet --json "$name.json" >/dev/null)
 }
 load=(--concurrency 64 --duration "$DURATION")
 run baseline baseline "${load[@]}" --postgres "$DB_URL" --redis "$REDIS_URL"
@@ -149,7 +150,7 @@ EOF
     "$OUT"/baseline.json "$OUT"/send-pg-{jsonrpc,rest,grpc}.json
   cat <<EOF
 
-**Across replicas**: 50 tasks/s created on one replica (the \`scenario\` agent, 10 chunks 100 ms apart), each followed by 2 subscribers on the other replica; latency is the whole operation (about 1 s of agent time), \`subscribed\` the slowest subscriber's first event: p50 $("$VENV/bin/python" -c 'import json,sys; e=json.load(open(sys.argv[1]))["extra_ms"]["subscribed"]; print(f"{e["p50"]:.2f} ms, p99 {e["p99"]:.2f} ms")' "$OUT/subscribe-cross-replica.json").
+**Across replicas**: 50 tasks/s created on one replica (the \`scenario\` agent, 10 chunks 100 ms apart), each followed by 2 subscribers on the other replica; latency is the whole operation (about 1 s of agent time), \`subscribed\` the slowest subscriber's first event: p50 $("$VENV/bin/python" -c 'import json,sys; e=json.load(open(sys.argv[1]))["extra_ms"]["subscribed"]; print("%.2f ms, p99 %.2f ms" % (e["p50"], e["p99"]))' "$OUT/subscribe-cross-replica.json").
 
 EOF
   table "$OUT"/subscribe-cross-replica.json

@@ -118,7 +118,10 @@ impl Report {
             target: info.target.to_owned(),
             binding: info.binding.to_owned(),
             load: info.load,
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: std::env::args()
+                .map(|a| shell_word(&a))
+                .collect::<Vec<_>>()
+                .join(" "),
             started_at: info.started_at,
             window_s: secs,
             ok,
@@ -210,6 +213,19 @@ impl Report {
     }
 }
 
+/// `arg` as a POSIX shell reads it back: as is when it is plain, else in single quotes.
+fn shell_word(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -238,6 +254,15 @@ pub(crate) mod tests {
             [("transport".to_owned(), "refused".to_owned())].into(),
             Duration::from_secs(3),
         )
+    }
+
+    #[test]
+    fn commands_quote_what_the_shell_would_split() {
+        assert_eq!(shell_word("--rate"), "--rate");
+        assert_eq!(shell_word("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(shell_word(r#"{"chunks": 10}"#), r#"'{"chunks": 10}'"#);
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
     }
 
     #[test]

@@ -119,8 +119,12 @@ pub fn render(rows: &[Row], reference: Option<&str>) -> Result<String> {
         );
     }
     s.push_str("\n<details><summary>commands</summary>\n\n```sh\n");
+    // A list's reports (baseline) share one command: each command once.
+    let mut seen = std::collections::HashSet::new();
     for Row { report, .. } in rows {
-        let _ = writeln!(s, "{}", report.command);
+        if seen.insert(report.command.as_str()) {
+            let _ = writeln!(s, "{}", report.command);
+        }
     }
     s.push_str("```\n\n</details>\n");
     Ok(s)
