@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::v1::AgentCard;
+use crate::v1::{AgentCard, AgentInterface};
 
 /// The 0.3 protocol version a combined card declares.
 pub const PROTOCOL_VERSION: &str = "0.3.0";
@@ -16,12 +16,25 @@ pub const PROTOCOL_VERSION: &str = "0.3.0";
 /// `url`/`preferredTransport`; all of them are `additionalInterfaces` (0.3 clients list the
 /// preferred one there too) and are appended to `supportedInterfaces` with protocol version
 /// 0.3, after the 1.0 ones, which stay preferred.
+///
+/// 0.3 has no `tenant`: an interface with one is offered to 0.3 clients only over HTTP+JSON,
+/// where the tenant becomes a path segment (`{url}/{tenant}`, under which the 0.3 client adds
+/// `/v1/…`); JSON-RPC and gRPC cannot carry it, so they are not offered.
 pub fn combined(card: &AgentCard, bindings_03: &[&str]) -> Value {
     let mut v = serde_json::to_value(card).expect("an AgentCard always serialises");
-    let served: Vec<_> = card
+    let served: Vec<AgentInterface> = card
         .supported_interfaces
         .iter()
         .filter(|i| bindings_03.contains(&i.protocol_binding.as_str()))
+        .filter_map(|i| match (i.tenant.as_str(), i.protocol_binding.as_str()) {
+            ("", _) => Some(i.clone()),
+            (tenant, "HTTP+JSON") => Some(AgentInterface {
+                url: format!("{}/{tenant}", i.url.trim_end_matches('/')),
+                tenant: String::new(),
+                ..i.clone()
+            }),
+            _ => None,
+        })
         .collect();
     let Some(o) = v.as_object_mut() else {
         return v;
@@ -41,12 +54,8 @@ pub fn combined(card: &AgentCard, bindings_03: &[&str]) -> Value {
         .and_then(Value::as_array_mut)
     {
         for i in &served {
-            let mut entry = json!({"url": i.url, "protocolBinding": i.protocol_binding,
-                                   "protocolVersion": "0.3"});
-            if !i.tenant.is_empty() {
-                entry["tenant"] = json!(i.tenant);
-            }
-            list.push(entry);
+            list.push(json!({"url": i.url, "protocolBinding": i.protocol_binding,
+                             "protocolVersion": "0.3"}));
         }
     }
     let extended = card
@@ -166,6 +175,15 @@ mod tests {
         let back: AgentCard = serde_json::from_value(v).unwrap();
         assert_eq!(back.security_schemes.len(), 1);
         assert_eq!(back.supported_interfaces[0], card.supported_interfaces[0]);
+        // A tenant travels in the HTTP+JSON path; JSON-RPC cannot carry it.
+        let mut agent = card.clone();
+        for i in &mut agent.supported_interfaces {
+            i.tenant = "echo".into();
+        }
+        let v = combined(&agent, &["JSONRPC", "HTTP+JSON"]);
+        assert_eq!(v["url"], "http://h/a2a/rest/echo");
+        assert_eq!(v["preferredTransport"], "HTTP+JSON");
+        assert_eq!(v["additionalInterfaces"].as_array().unwrap().len(), 1);
         // And the upstream-facing reader takes it as the 1.0 card it is.
         assert_eq!(
             super::super::card(&combined(&card, &["JSONRPC"])).unwrap().name,

@@ -44,6 +44,19 @@ fn interfaces(public_url: &str, tenant: &str) -> Vec<AgentInterface> {
     out
 }
 
+/// The bindings this gateway serves the 0.3 dialect on, at the 1.0 interfaces' own URLs.
+const BINDINGS_03: &[&str] = &["JSONRPC", "HTTP+JSON"];
+
+/// The JSON every card is served as (well-known paths, per-agent cards, the extended card of
+/// either dialect): the 1.0 card with the 0.3 fields merged in (`url`, `preferredTransport`,
+/// `additionalInterfaces`, `protocolVersion`, OpenAPI-style schemes, `security`), so that 0.3
+/// and 1.0 clients read one document; see `a2a_types::v03::card`. Anything that changes the
+/// served bytes (a signature) applies to what this returns.
+fn served_json(card: &AgentCard) -> Vec<u8> {
+    let combined = a2a_types::v03::card::combined(card, BINDINGS_03);
+    serde_json::to_vec(&combined).expect("a JSON value always serialises")
+}
+
 /// A card serialised once, with the validators HTTP caching needs.
 #[derive(Debug, Clone)]
 pub struct CardDocument {
@@ -68,7 +81,7 @@ impl CardDocument {
     }
 
     fn at(card: AgentCard, max_age_secs: u64, now: DateTime<Utc>) -> Self {
-        let json = Bytes::from(serde_json::to_vec(&card).expect("an AgentCard always serialises"));
+        let json = Bytes::from(served_json(&card));
         let digest = Sha256::digest(&json);
         let etag = format!(
             "\"{}\"",
