@@ -58,7 +58,11 @@ impl Dialect {
 
     /// The dialect stored as [`Dialect::as_str`]; anything unknown reads as 1.0.
     pub fn from_stored(s: &str) -> Self {
-        if s == "0.3" { Dialect::V03 } else { Dialect::V1 }
+        if s == "0.3" {
+            Dialect::V03
+        } else {
+            Dialect::V1
+        }
     }
 }
 

@@ -76,7 +76,9 @@ pub fn send_params(req: &SendMessageRequest) -> Result<Value, String> {
 }
 
 pub fn message_to_v03(message: &Message) -> Result<Value, String> {
-    Ok(message_value_to_v03(&serde_json::to_value(message).map_err(|e| e.to_string())?))
+    Ok(message_value_to_v03(
+        &serde_json::to_value(message).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// A 1.0 Message as ProtoJSON → the 0.3 JSON-RPC shape.

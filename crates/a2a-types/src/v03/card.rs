@@ -186,7 +186,9 @@ mod tests {
         assert_eq!(v["additionalInterfaces"].as_array().unwrap().len(), 1);
         // And the upstream-facing reader takes it as the 1.0 card it is.
         assert_eq!(
-            super::super::card(&combined(&card, &["JSONRPC"])).unwrap().name,
+            super::super::card(&combined(&card, &["JSONRPC"]))
+                .unwrap()
+                .name,
             "gw"
         );
     }

@@ -64,10 +64,7 @@ pub fn send_request(body: &Value) -> Result<Value> {
 }
 
 fn message_in(m: &Value) -> Result<Value> {
-    let mut out = m
-        .as_object()
-        .cloned()
-        .ok_or("message must be an object")?;
+    let mut out = m.as_object().cloned().ok_or("message must be an object")?;
     if let Some(content) = out.remove("content") {
         let parts = content.as_array().ok_or("message.content must be a list")?;
         let parts: Result<Vec<Value>> = parts.iter().enumerate().map(part_in).collect();
@@ -194,7 +191,13 @@ fn message_value(m: &Value) -> Value {
 
 fn artifact_value(a: &Value) -> Value {
     let mut out = Map::new();
-    for key in ["artifactId", "name", "description", "metadata", "extensions"] {
+    for key in [
+        "artifactId",
+        "name",
+        "description",
+        "metadata",
+        "extensions",
+    ] {
         if let Some(x) = a.get(key) {
             out.insert(key.into(), x.clone());
         }
@@ -266,7 +269,10 @@ pub fn stream_event(ev: &StreamResponse, end: StreamEnd) -> Value {
             if let Some(s) = v.get("status") {
                 out.insert("status".into(), status_value(s));
             }
-            let state = u.status.as_ref().map_or(TaskState::Unspecified, |s| s.state());
+            let state = u
+                .status
+                .as_ref()
+                .map_or(TaskState::Unspecified, |s| s.state());
             let last = is_terminal(state) || (end == StreamEnd::Settled && is_interrupted(state));
             out.insert("final".into(), json!(last));
             json!({ "statusUpdate": out })

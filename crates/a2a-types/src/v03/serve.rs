@@ -20,7 +20,8 @@ use crate::v1::{
 type Result<T> = std::result::Result<T, String>;
 
 fn params(p: &Value) -> Result<&Map<String, Value>> {
-    p.as_object().ok_or_else(|| "params must be an object".into())
+    p.as_object()
+        .ok_or_else(|| "params must be an object".into())
 }
 
 fn present<'a>(p: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -48,11 +49,16 @@ pub fn send_request(p: &Value) -> Result<Value> {
             cfg.insert("historyLength".into(), n.clone());
         }
         if let Some(b) = present(c, "blocking") {
-            let b = b.as_bool().ok_or("configuration.blocking must be a boolean")?;
+            let b = b
+                .as_bool()
+                .ok_or("configuration.blocking must be a boolean")?;
             cfg.insert("returnImmediately".into(), json!(!b));
         }
         if let Some(push) = present(c, "pushNotificationConfig") {
-            cfg.insert("taskPushNotificationConfig".into(), push_config_in(push, None)?);
+            cfg.insert(
+                "taskPushNotificationConfig".into(),
+                push_config_in(push, None)?,
+            );
         }
         req.insert("configuration".into(), Value::Object(cfg));
     }
@@ -85,7 +91,11 @@ pub fn message_in(m: &Value) -> Result<Value> {
     {
         match part.get("kind").and_then(Value::as_str) {
             Some("text" | "file" | "data") => {}
-            _ => return Err(format!("message.parts[{i}].kind must be text, file or data")),
+            _ => {
+                return Err(format!(
+                    "message.parts[{i}].kind must be text, file or data"
+                ));
+            }
         }
     }
     let mut out = obj(&message_json(m));
@@ -277,7 +287,10 @@ pub fn stream_event(ev: &StreamResponse, end: StreamEnd) -> Value {
             if let Some(s) = v.get("status") {
                 out.insert("status".into(), status_value(s));
             }
-            let state = u.status.as_ref().map_or(TaskState::Unspecified, |s| s.state());
+            let state = u
+                .status
+                .as_ref()
+                .map_or(TaskState::Unspecified, |s| s.state());
             let last = is_terminal(state) || (end == StreamEnd::Settled && is_interrupted(state));
             out.insert("final".into(), json!(last));
             Value::Object(out)
@@ -340,7 +353,10 @@ mod tests {
         let blocking = send_request(&json!({"message": {"messageId": "m", "role": "user",
             "parts": [{"kind": "text", "text": "x"}]}}))
         .unwrap();
-        assert!(blocking.get("configuration").is_none(), "1.0 default: blocking");
+        assert!(
+            blocking.get("configuration").is_none(),
+            "1.0 default: blocking"
+        );
         let bad = json!({"message": {"messageId": "m", "role": "robot", "parts": []}});
         assert_eq!(send_request(&bad).unwrap()["message"]["role"], "robot");
         let bad = json!({"message": {"messageId": "m", "role": "user", "parts": [{"text": "x"}]}});

@@ -5,12 +5,12 @@
 //! a rate limit); streaming methods answer with SSE whose every event is a JSON-RPC response
 //! carrying the request's id.
 
-use a2a_types::v03::serve::StreamEnd;
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::serve::StreamEnd;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -142,10 +142,7 @@ pub async fn handle(
         }
         Err(err) => {
             call.failed(&err);
-            super::rate_headers::on_refusal(
-                json_response(dialect_error(dialect, &id, &err)),
-                &err,
-            )
+            super::rate_headers::on_refusal(json_response(dialect_error(dialect, &id, &err)), &err)
         }
     };
     if let Some(v) = admitted.extensions {

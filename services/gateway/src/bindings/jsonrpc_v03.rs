@@ -4,13 +4,13 @@
 //! the A2A codes (-32001.. are the same numbers in 0.3) with a 0.3 `data`: one object (the
 //! ErrorInfo's reason, domain and metadata; the field of an invalid param), not 1.0's array.
 
-use a2a_types::v03::serve::{self as v03, StreamEnd};
-use a2a_types::v03::method;
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::method;
+use a2a_types::v03::serve::{self as v03, StreamEnd};
 use a2a_types::{A2aError, Dialect};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -100,7 +100,10 @@ pub async fn dispatch(
         }
         method::PUSH_SET => {
             let cfg: TaskPushNotificationConfig = params(raw, v03::set_push_config_request)?;
-            json(id, &v03::push_config(&svc.create_push_config(ctx, cfg).await?))
+            json(
+                id,
+                &v03::push_config(&svc.create_push_config(ctx, cfg).await?),
+            )
         }
         method::PUSH_GET => {
             let req: GetTaskPushNotificationConfigRequest =

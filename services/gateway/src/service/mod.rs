@@ -37,9 +37,9 @@ use crate::limits::RateLimiter;
 pub use card::{CardDocument, agent_card_path};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
-pub use validate::{Dialects, negotiate_version};
 #[doc(hidden)]
 pub use validate::push_config as validate_push_config;
+pub use validate::{Dialects, negotiate_version};
 
 /// Who is asking, and with which service parameters.
 #[derive(Debug, Clone)]

@@ -1,9 +1,9 @@
 //! Edge validation shared by every operation: each failure names the offending field.
 
 use a2a_push::AddressPolicy;
-use a2a_types::{A2aError, Dialect};
 use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
 use a2a_types::wkt::Timestamp;
+use a2a_types::{A2aError, Dialect};
 
 /// `A2A-Version` negotiation: which dialect a request speaks. `1.x` (`1.0`, `1.0.1`, `1.2`: patch
 /// and minor numbers within major 1 are served as 1.0) is 1.0; `0.3` (`0.3.0`) is 0.3 where the

@@ -7,6 +7,7 @@ mod issuer;
 mod auth;
 mod binary;
 mod card;
+mod dialect03;
 mod equivalence;
 mod errors;
 mod grpc;

@@ -17,13 +17,13 @@ mod query;
 mod routes;
 mod v03;
 
-use a2a_types::v03::serve::StreamEnd;
-use a2a_types::{A2aError, Dialect};
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::serve::StreamEnd;
+use a2a_types::{A2aError, Dialect};
 use std::sync::Arc;
 
 use axum::Extension;

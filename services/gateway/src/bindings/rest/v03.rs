@@ -4,13 +4,13 @@
 //! status), which 0.3 clients read by status.
 
 use a2a_types::A2aError;
-use a2a_types::v03::rest as v03;
-use a2a_types::v03::serve::StreamEnd;
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::rest as v03;
+use a2a_types::v03::serve::StreamEnd;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
