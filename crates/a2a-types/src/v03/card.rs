@@ -14,8 +14,9 @@ pub const PROTOCOL_VERSION: &str = "0.3.0";
 /// The JSON of `card` with the 0.3 fields for the interfaces whose binding is in `bindings_03`
 /// (their URLs are the 1.0 interfaces' own: both dialects are served there). The first becomes
 /// `url`/`preferredTransport`; all of them are `additionalInterfaces` (0.3 clients list the
-/// preferred one there too) and are appended to `supportedInterfaces` with protocol version
-/// 0.3, after the 1.0 ones, which stay preferred.
+/// preferred one there too). `supportedInterfaces` stays the 1.0 list: the card every binding
+/// returns for GetExtendedAgentCard (gRPC included, which has no room for the 0.3 members) is
+/// the same card, and 1.0 clients that pick an interface by binding alone never land on 0.3.
 ///
 /// 0.3 has no `tenant`: an interface with one is offered to 0.3 clients only over HTTP+JSON,
 /// where the tenant becomes a path segment (`{url}/{tenant}`, under which the 0.3 client adds
@@ -49,15 +50,6 @@ pub fn combined(card: &AgentCard, bindings_03: &[&str]) -> Value {
         .map(|i| json!({"url": i.url, "transport": i.protocol_binding}))
         .collect();
     o.insert("additionalInterfaces".into(), Value::Array(additional));
-    if let Some(list) = o
-        .get_mut("supportedInterfaces")
-        .and_then(Value::as_array_mut)
-    {
-        for i in &served {
-            list.push(json!({"url": i.url, "protocolBinding": i.protocol_binding,
-                             "protocolVersion": "0.3"}));
-        }
-    }
     let extended = card
         .capabilities
         .as_ref()
@@ -165,8 +157,7 @@ mod tests {
         assert_eq!(v["preferredTransport"], "JSONRPC");
         assert_eq!(v["protocolVersion"], "0.3.0");
         assert_eq!(v["additionalInterfaces"][1]["transport"], "HTTP+JSON");
-        assert_eq!(v["supportedInterfaces"].as_array().unwrap().len(), 5);
-        assert_eq!(v["supportedInterfaces"][3]["protocolVersion"], "0.3");
+        assert_eq!(v["supportedInterfaces"].as_array().unwrap().len(), 3);
         assert_eq!(v["supportsAuthenticatedExtendedCard"], true);
         assert_eq!(v["securitySchemes"]["k"]["type"], "apiKey");
         assert_eq!(v["securitySchemes"]["k"]["in"], "header");
