@@ -681,3 +681,83 @@ async fn rest_v1_paths_are_1_0_under_a_1_0_header() {
         .unwrap();
     assert_eq!(resp.status(), 400);
 }
+
+/// Receivers run on 127.0.0.1 (internal, so allowed explicitly); short backoff for retries.
+const EMBEDDED_PUSH: &str = r#"
+[push]
+allowed_hosts = ["127.0.0.1"]
+backoff_base_ms = 50
+backoff_max_ms = 200
+"#;
+
+#[tokio::test]
+async fn a_0_3_webhook_gets_the_0_3_task_and_a_1_0_one_the_event() {
+    use a2a_testing::receiver::{Receiver, describe};
+    use std::time::Duration;
+
+    let gw = TestGateway::embedded(EMBEDDED_PUSH).await;
+    let (r03, r10) = (Receiver::start().await, Receiver::start().await);
+    // A task waiting for input, with a webhook registered by a 0.3 client and one by a 1.0 client.
+    let t = ok03(
+        &gw,
+        "message/send",
+        json!({"message": script03(json!({"end": "input-required"})),
+               "configuration": {"pushNotificationConfig": {"url": r03.url("/hook"),
+                   "token": "tok-03", "authentication": {"schemes": ["Bearer"], "credentials": "s3"}}}}),
+    )
+    .await;
+    let id = t["id"].as_str().unwrap().to_owned();
+    gw.ok(
+        "CreateTaskPushNotificationConfig",
+        json!({"taskId": id, "id": "v10", "url": r10.url("/hook"), "token": "tok-10"}),
+    )
+    .await;
+    // The next turn, from 1.0, completes the task: both webhooks hear of it.
+    let mut next = script_message(json!({"chunks": 1}));
+    next["taskId"] = json!(id);
+    gw.ok("SendMessage", json!({"message": next})).await;
+    r03.wait_for(Duration::from_secs(20), |r| {
+        r.iter().any(|x| x.json["status"]["state"] == "completed")
+    })
+    .await;
+    r10.wait_for(Duration::from_secs(20), |r| {
+        r.iter()
+            .any(|x| describe(&x.json) == "status TASK_STATE_COMPLETED")
+    })
+    .await;
+    let v03 = r03.requests();
+    for r in &v03 {
+        // The 0.3 payload: the Task itself, in the 0.3 shape.
+        assert_eq!(r.json["kind"], "task", "{}", r.json);
+        assert_eq!(r.json["id"], json!(id));
+        let h = |name: &str| r.headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(h("x-a2a-notification-token").as_deref(), Some("tok-03"));
+        assert_eq!(h("authorization").as_deref(), Some("Bearer s3"));
+    }
+    let states: Vec<&str> = v03
+        .iter()
+        .map(|r| r.json["status"]["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.first(), Some(&"submitted"), "{states:?}");
+    assert!(states.contains(&"input-required"), "{states:?}");
+    assert_eq!(states.last(), Some(&"completed"), "{states:?}");
+    let last = &v03.last().unwrap().json;
+    assert_eq!(last["artifacts"][0]["parts"][0]["kind"], "text", "{last}");
+    assert_eq!(last["history"][0]["role"], "user");
+    // The 1.0 payloads: StreamResponses, of the events after the config came.
+    let v10 = r10.requests();
+    let seen: Vec<String> = v10.iter().map(|r| describe(&r.json)).collect();
+    assert_eq!(
+        seen.first().map(String::as_str),
+        Some("status TASK_STATE_WORKING"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("status TASK_STATE_COMPLETED")
+    );
+    for r in &v10 {
+        assert!(r.json.get("kind").is_none(), "{}", r.json);
+        assert_eq!(r.headers["x-a2a-notification-token"], "tok-10");
+    }
+}
