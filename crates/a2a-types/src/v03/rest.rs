@@ -332,7 +332,7 @@ mod tests {
             artifacts: vec![Artifact {
                 artifact_id: "a".into(),
                 parts: vec![Part {
-                    content: Some(Content::Raw(b"hi".to_vec().into())),
+                    content: Some(Content::Raw(b"hi".to_vec())),
                     media_type: "text/plain".into(),
                     ..Default::default()
                 }],
