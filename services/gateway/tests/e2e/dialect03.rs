@@ -761,3 +761,62 @@ async fn a_0_3_webhook_gets_the_0_3_task_and_a_1_0_one_the_event() {
         assert_eq!(r.headers["x-a2a-notification-token"], "tok-10");
     }
 }
+
+/// Authentication and owner isolation apply to 0.3 requests as to 1.0 ones: no key is 401 with
+/// the 0.3 error body; another owner's task is a missing task, in either dialect.
+#[tokio::test]
+async fn auth_and_owner_isolation_apply_in_0_3() {
+    let gw = TestGateway::with_config(
+        r#"
+[auth.schemes.key]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "alice", key = "alice-key" }, { id = "bob", key = "bob-key" }]
+"#,
+    )
+    .await;
+    let as_ = |key: Option<&'static str>, method: &'static str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params});
+        let mut req = gw.client.post(gw.url("/a2a/jsonrpc")).json(&body);
+        if let Some(k) = key {
+            req = req.header("x-api-key", k);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, r) = as_(None, "tasks/get", json!({"id": "x"})).await;
+    assert_eq!(status, 401, "{r}");
+    assert_eq!(r["error"]["data"]["reason"], "UNAUTHENTICATED", "{r}");
+    let (_, r) = as_(
+        Some("alice-key"),
+        "message/send",
+        json!({"message": message03("mine")}),
+    )
+    .await;
+    let id = r["result"]["id"].clone();
+    assert_eq!(r["result"]["kind"], "task", "{r}");
+    let (_, r) = as_(Some("bob-key"), "tasks/get", json!({"id": id})).await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let (_, r) = as_(Some("bob-key"), "GetTask", json!({"id": id})).await;
+    assert_eq!(r["error"]["code"], -32001, "{r}");
+    let (_, r) = as_(Some("alice-key"), "GetTask", json!({"id": id})).await;
+    assert_eq!(state(&r["result"]), "TASK_STATE_COMPLETED", "{r}");
+    // HTTP+JSON 0.3 too.
+    let resp = gw
+        .client
+        .get(gw.url(&format!("/a2a/rest/v1/tasks/{}", id.as_str().unwrap())))
+        .header("x-api-key", "bob-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    let resp = gw
+        .client
+        .get(gw.url("/a2a/rest/v1/card"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 401);
+}
