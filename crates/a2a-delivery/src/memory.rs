@@ -146,13 +146,23 @@ mod tests {
         assert_eq!(claim, ClaimOutcome::NoConfigs);
 
         tasks
-            .put_push_config("alice", config("t", "a"), a2a_store::PushQuota::NONE)
+            .put_push_config(
+                "alice",
+                config("t", "a"),
+                a2a_types::Dialect::V1,
+                a2a_store::PushQuota::NONE,
+            )
             .await
             .unwrap();
         let done = status("t", TaskState::Completed, 9);
         tasks.append("t", 3, done).await.unwrap();
         tasks
-            .put_push_config("alice", config("t", "b"), a2a_store::PushQuota::NONE)
+            .put_push_config(
+                "alice",
+                config("t", "b"),
+                a2a_types::Dialect::V1,
+                a2a_store::PushQuota::NONE,
+            )
             .await
             .unwrap();
         match store.claim("t", "w", 4, lease).await.unwrap() {
@@ -161,7 +171,7 @@ mod tests {
                 configs,
             } => {
                 assert_eq!(delivered_seq, 2, "the third event was current");
-                let ids: Vec<&str> = configs.iter().map(|c| c.id.as_str()).collect();
+                let ids: Vec<&str> = configs.iter().map(|w| w.config.id.as_str()).collect();
                 assert_eq!(ids, ["a", "b"], "in creation order");
             }
             other => panic!("{other:?}"),

@@ -17,8 +17,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use a2a_store::Webhook;
 use a2a_store::pg::ClaimOutcome;
-use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
+use a2a_types::Dialect;
+use a2a_types::state::apply_event;
+use a2a_types::v1::{StreamResponse, Task};
+use a2a_types::v03;
 use bytes::Bytes;
 use futures::future::join_all;
 use tokio::sync::{Notify, Semaphore};
@@ -244,27 +248,56 @@ impl Pipeline {
         events
     }
 
-    /// Each event in order; the webhooks of one event at once.
-    async fn deliver_all(
-        &self,
-        task_id: &str,
-        events: &[Collected],
-        configs: &[TaskPushNotificationConfig],
-    ) {
+    /// Each event in order; the webhooks of one event at once. A 1.0 webhook gets the event
+    /// (its StreamResponse), a 0.3 one the Task as it is after the event, in the 0.3 shape.
+    async fn deliver_all(&self, task_id: &str, events: &[Collected], configs: &[Webhook]) {
+        let mut tasks = if configs.iter().any(|w| w.dialect == Dialect::V03) {
+            self.snapshots(task_id, events).await
+        } else {
+            HashMap::new()
+        };
         for (seq, event, published_ms, trace) in events {
             let body = Bytes::from(serde_json::to_vec(&**event).unwrap_or_default());
-            let deliveries = configs.iter().map(|config| Delivery {
+            let body03 = tasks.remove(seq).map(|task| {
+                Bytes::from(serde_json::to_vec(&v03::serve::task(&task)).unwrap_or_default())
+            });
+            let deliveries = configs.iter().map(|w| Delivery {
                 task_id,
                 seq: *seq,
                 event,
-                body: &body,
-                config,
+                body: match w.dialect {
+                    Dialect::V03 => body03.as_ref().unwrap_or(&body),
+                    Dialect::V1 => &body,
+                },
+                config: &w.config,
                 published_ms: *published_ms,
                 trace: trace.as_deref(),
             });
             let deliveries: Vec<Delivery<'_>> = deliveries.collect();
             join_all(deliveries.iter().map(|d| self.deliverer.deliver(d))).await;
         }
+    }
+
+    /// The task as it is after each of `events`, folded from its event log (the log starts with
+    /// the Task itself, sequence number 1).
+    async fn snapshots(&self, task_id: &str, events: &[Collected]) -> HashMap<u64, Task> {
+        let Some(last) = events.iter().map(|(seq, ..)| *seq).max() else {
+            return HashMap::new();
+        };
+        let log = retry_db("read the event log", || {
+            self.deliverer.store.events(task_id, 0, last)
+        })
+        .await;
+        let wanted: HashSet<u64> = events.iter().map(|(seq, ..)| *seq).collect();
+        let mut task = Task::default();
+        let mut out = HashMap::new();
+        for (seq, event) in &log {
+            apply_event(&mut task, event);
+            if wanted.contains(seq) {
+                out.insert(*seq, task.clone());
+            }
+        }
+        out
     }
 
     /// Runs `work` while renewing the task's lease every third of its length.

@@ -17,6 +17,7 @@ mod redact;
 #[cfg(any(test, feature = "testing"))]
 pub mod suite;
 
+use a2a_types::Dialect;
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
 use a2a_types::wkt::Timestamp;
 use async_trait::async_trait;
@@ -175,6 +176,14 @@ pub struct PushConfigPage {
     pub next_page_token: String,
 }
 
+/// A push config as delivery sees it: with the dialect it was registered in, which decides the
+/// payload its webhook gets (1.0: the StreamResponse of each event; 0.3: the Task after it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Webhook {
+    pub config: TaskPushNotificationConfig,
+    pub dialect: Dialect,
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StoreError {
     #[error("task {0} not found")]
@@ -304,12 +313,14 @@ pub trait TaskStore: Send + Sync + 'static {
     /// log has moved past what it has).
     async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>>;
 
-    /// Creates or replaces (same task and id) a push config of `owner`'s task; a new one is
-    /// refused past `quota` (checked atomically with the insert, across processes).
+    /// Creates or replaces (same task and id) a push config of `owner`'s task, registered in
+    /// `dialect` (its webhook gets payloads in that dialect); a new one is refused past `quota`
+    /// (checked atomically with the insert, across processes).
     async fn put_push_config(
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        dialect: Dialect,
         quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig>;
 

@@ -22,7 +22,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use crate::{
     Cursor, DispatchMark, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage,
     PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
-    UpstreamRef, apply_changes, created_event,
+    UpstreamRef, Webhook, apply_changes, created_event,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -83,7 +83,7 @@ impl KeyEntry {
 struct Entry {
     record: TaskRecord,
     events: Vec<StoredEvent>,
-    push_configs: Vec<TaskPushNotificationConfig>,
+    push_configs: Vec<Webhook>,
     /// Where push delivery starts: the sequence number before the task's current event when
     /// its first push config was stored (as `push_progress` starts on PostgreSQL).
     push_from: Option<u64>,
@@ -158,7 +158,7 @@ impl MemoryTaskStore {
     /// event before the one current when its first config came); `None` when it has none. For in-process push delivery, the
     /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
     /// binding.
-    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<TaskPushNotificationConfig>, u64)> {
+    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<Webhook>, u64)> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         let entry = inner.tasks.get(task_id)?;
         if entry.push_configs.is_empty() {
@@ -485,13 +485,14 @@ impl TaskStore for MemoryTaskStore {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        dialect: a2a_types::Dialect,
         quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
         let mut inner = self.inner.write().map_err(poisoned)?;
         let entry = inner
             .owned(owner, &config.task_id)
             .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
-        let replacing = entry.push_configs.iter().any(|c| c.id == config.id);
+        let replacing = entry.push_configs.iter().any(|w| w.config.id == config.id);
         let on_task = entry.push_configs.len() as u64;
         if !replacing && quota != PushQuota::NONE {
             let of_owner = inner.push_configs_of(owner);
@@ -509,9 +510,17 @@ impl TaskStore for MemoryTaskStore {
             .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
         let current = entry.record.seq;
         entry.push_from.get_or_insert(current.saturating_sub(1));
-        match entry.push_configs.iter_mut().find(|c| c.id == config.id) {
-            Some(existing) => *existing = config.clone(),
-            None => entry.push_configs.push(config.clone()),
+        let webhook = Webhook {
+            config: config.clone(),
+            dialect,
+        };
+        match entry
+            .push_configs
+            .iter_mut()
+            .find(|w| w.config.id == config.id)
+        {
+            Some(existing) => *existing = webhook,
+            None => entry.push_configs.push(webhook),
         }
         Ok(config)
     }
@@ -526,7 +535,11 @@ impl TaskStore for MemoryTaskStore {
         let entry = inner
             .owned(owner, task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
-        Ok(entry.push_configs.iter().find(|c| c.id == id).cloned())
+        Ok(entry
+            .push_configs
+            .iter()
+            .find(|w| w.config.id == id)
+            .map(|w| w.config.clone()))
     }
 
     async fn list_push_configs(
@@ -546,7 +559,7 @@ impl TaskStore for MemoryTaskStore {
             .iter()
             .skip(offset)
             .take(page_size)
-            .cloned()
+            .map(|w| w.config.clone())
             .collect();
         let end = offset + configs.len();
         let next_page_token = if end < entry.push_configs.len() {
@@ -565,7 +578,7 @@ impl TaskStore for MemoryTaskStore {
         let entry = inner
             .owned_mut(owner, task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
-        entry.push_configs.retain(|c| c.id != id);
+        entry.push_configs.retain(|w| w.config.id != id);
         Ok(())
     }
 
@@ -806,7 +819,12 @@ mod tests {
             ..Default::default()
         };
         store
-            .put_push_config("alice", config, crate::PushQuota::NONE)
+            .put_push_config(
+                "alice",
+                config,
+                a2a_types::Dialect::V1,
+                crate::PushQuota::NONE,
+            )
             .await
             .unwrap();
         assert_eq!(store.push_targets("t").unwrap().1, 0);

@@ -160,12 +160,13 @@ impl TaskStore for Metered {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        dialect: a2a_types::Dialect,
         quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
         forward!(
             self,
             "put_push_config",
-            put_push_config(owner, config, quota)
+            put_push_config(owner, config, dialect, quota)
         )
     }
 

@@ -178,12 +178,12 @@ pub async fn owners_are_isolated(store: &dyn TaskStore) {
     };
     assert!(matches!(
         store
-            .put_push_config("bob", cfg.clone(), PushQuota::NONE)
+            .put_push_config("bob", cfg.clone(), a2a_types::Dialect::V1, PushQuota::NONE)
             .await,
         Err(StoreError::NotFound(_))
     ));
     store
-        .put_push_config("alice", cfg, PushQuota::NONE)
+        .put_push_config("alice", cfg, a2a_types::Dialect::V1, PushQuota::NONE)
         .await
         .unwrap();
     assert!(store.get_push_config("bob", "t1", "p1").await.is_err());
@@ -482,7 +482,12 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         };
         assert_eq!(
             store
-                .put_push_config("alice", cfg.clone(), PushQuota::NONE)
+                .put_push_config(
+                    "alice",
+                    cfg.clone(),
+                    a2a_types::Dialect::V1,
+                    PushQuota::NONE
+                )
                 .await
                 .unwrap(),
             cfg
@@ -495,7 +500,12 @@ pub async fn push_config_crud(store: &dyn TaskStore) {
         ..Default::default()
     };
     store
-        .put_push_config("alice", replaced.clone(), PushQuota::NONE)
+        .put_push_config(
+            "alice",
+            replaced.clone(),
+            a2a_types::Dialect::V1,
+            PushQuota::NONE,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -555,7 +565,7 @@ pub async fn push_configs_are_bounded(store: &dyn TaskStore) {
         per_owner: 3,
     };
     let put = |owner: &'static str, task: &str, id: &str| {
-        store.put_push_config(owner, push_cfg(task, id), quota)
+        store.put_push_config(owner, push_cfg(task, id), a2a_types::Dialect::V1, quota)
     };
     put("alice", "q1", "a").await.unwrap();
     put("alice", "q1", "b").await.unwrap();
@@ -597,10 +607,9 @@ pub async fn push_configs_are_bounded(store: &dyn TaskStore) {
         per_owner: 0,
     };
     let ids: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
-    let results = futures::future::join_all(
-        ids.iter()
-            .map(|id| store.put_push_config("carol", push_cfg("q5", id), quota)),
-    )
+    let results = futures::future::join_all(ids.iter().map(|id| {
+        store.put_push_config("carol", push_cfg("q5", id), a2a_types::Dialect::V1, quota)
+    }))
     .await;
     assert_eq!(
         results.iter().filter(|r| r.is_ok()).count(),

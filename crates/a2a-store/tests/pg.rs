@@ -75,9 +75,10 @@ impl TaskStore for TestStore {
         &self,
         o: &str,
         c: TaskPushNotificationConfig,
+        d: a2a_types::Dialect,
         q: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        self.store.put_push_config(o, c, q).await
+        self.store.put_push_config(o, c, d, q).await
     }
     async fn get_push_config(
         &self,

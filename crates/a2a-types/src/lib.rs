@@ -37,6 +37,37 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 /// The protocol version this gateway speaks natively.
 pub const PROTOCOL_VERSION: &str = "1.0";
 
+/// The protocol dialect a request speaks, and that a push config was registered in (its
+/// webhook gets payloads in the same dialect).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Dialect {
+    /// A2A 1.0 (`A2A-Version: 1.x`): the native model.
+    #[default]
+    V1,
+    /// A2A 0.3 (`A2A-Version: 0.3`, or no header on a 0.3 method or path), translated at the
+    /// edge by [`v03`].
+    V03,
+}
+
+impl Dialect {
+    /// The version as `A2A-Version` and storage spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::V1 => "1.0",
+            Dialect::V03 => "0.3",
+        }
+    }
+
+    /// The dialect stored as [`Dialect::as_str`]; anything unknown reads as 1.0.
+    pub fn from_stored(s: &str) -> Self {
+        if s == "0.3" {
+            Dialect::V03
+        } else {
+            Dialect::V1
+        }
+    }
+}
+
 #[cfg(test)]
 mod json_tests;
 #[cfg(test)]

@@ -6,6 +6,14 @@
 //! What 0.3 cannot say is dropped on the way out (a part's `filename` on a text part, the 1.0
 //! `tenant`); what 1.0 cannot say is dropped on the way in (0.3 `final`, which 1.0 expresses by
 //! the state itself).
+//!
+//! The gateway also serves 0.3 clients with the same translation, in the other direction:
+//! [`serve`] (0.3 JSON-RPC requests in, 1.0 results out as 0.3), [`rest`] (the 0.3 HTTP+JSON
+//! dialect, ProtoJSON of the 0.3 proto) and [`card`] (one card both generations read).
+
+pub mod card;
+pub mod rest;
+pub mod serve;
 
 use serde_json::{Map, Value, json};
 
@@ -18,6 +26,11 @@ pub mod method {
     pub const GET: &str = "tasks/get";
     pub const CANCEL: &str = "tasks/cancel";
     pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+    pub const PUSH_SET: &str = "tasks/pushNotificationConfig/set";
+    pub const PUSH_GET: &str = "tasks/pushNotificationConfig/get";
+    pub const PUSH_LIST: &str = "tasks/pushNotificationConfig/list";
+    pub const PUSH_DELETE: &str = "tasks/pushNotificationConfig/delete";
+    pub const EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
 }
 
 const STATES: [(&str, &str); 9] = [
@@ -63,7 +76,14 @@ pub fn send_params(req: &SendMessageRequest) -> Result<Value, String> {
 }
 
 pub fn message_to_v03(message: &Message) -> Result<Value, String> {
-    let mut m = obj(&serde_json::to_value(message).map_err(|e| e.to_string())?);
+    Ok(message_value_to_v03(
+        &serde_json::to_value(message).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// A 1.0 Message as ProtoJSON → the 0.3 JSON-RPC shape.
+fn message_value_to_v03(message: &Value) -> Value {
+    let mut m = obj(message);
     m.insert("kind".into(), json!("message"));
     let role = match m.get("role").and_then(Value::as_str) {
         Some("ROLE_AGENT") => "agent",
@@ -76,7 +96,7 @@ pub fn message_to_v03(message: &Message) -> Result<Value, String> {
         .map(|ps| ps.iter().map(part_to_v03).collect())
         .unwrap_or_default();
     m.insert("parts".into(), Value::Array(parts));
-    Ok(Value::Object(m))
+    Value::Object(m)
 }
 
 fn part_to_v03(p: &Value) -> Value {

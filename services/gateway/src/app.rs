@@ -283,6 +283,7 @@ pub fn router(svc: A2aService) -> Router {
     let grpc = crate::bindings::grpc::router(svc.clone());
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
+        .route(card::LEGACY_WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
         .route(catalogue::PATH, get(catalogue::list_agents))
         .route(jsonrpc::PATH, post(jsonrpc::handle))

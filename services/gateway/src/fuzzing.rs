@@ -26,7 +26,7 @@ pub fn request_context(
             map.append(name, value);
         }
     }
-    crate::bindings::request_context(&map, query)
+    crate::bindings::request_context(&map, query, crate::service::Dialects::V1_ONLY)
 }
 
 /// The binding-equivalence properties: the JSON-RPC, HTTP+JSON and gRPC decoders read the same

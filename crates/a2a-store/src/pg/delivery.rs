@@ -12,13 +12,14 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+use a2a_types::Dialect;
 use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
 use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use super::codec::{decode, encode};
 use super::db_error;
-use crate::{StoreError, StoreResult};
+use crate::{StoreError, StoreResult, Webhook};
 
 /// The worker's view of the database.
 #[derive(Clone)]
@@ -36,7 +37,7 @@ pub enum ClaimOutcome {
     /// This worker holds the lease: deliver events after `delivered_seq` to `configs`.
     Claimed {
         delivered_seq: u64,
-        configs: Vec<TaskPushNotificationConfig>,
+        configs: Vec<Webhook>,
     },
 }
 
@@ -154,7 +155,8 @@ impl PgDeliveryStore {
     ) -> StoreResult<ClaimOutcome> {
         const SQL: &str = "\
             WITH cfg AS ( \
-                SELECT array_agg(config ORDER BY position) AS configs \
+                SELECT array_agg(config ORDER BY position) AS configs, \
+                       array_agg(dialect ORDER BY position) AS dialects \
                   FROM push_configs WHERE task_id = $1), \
             claim AS ( \
                 INSERT INTO push_progress AS p (task_id, delivered_seq, lease_owner, lease_until) \
@@ -167,6 +169,7 @@ impl PgDeliveryStore {
                     OR p.lease_until < clock_timestamp() \
                 RETURNING p.delivered_seq) \
             SELECT (SELECT configs FROM cfg) AS configs, \
+                   (SELECT dialects FROM cfg) AS dialects, \
                    (SELECT delivered_seq FROM claim) AS delivered_seq";
         let row = sqlx::query(SQL)
             .bind(task_id)
@@ -184,9 +187,16 @@ impl PgDeliveryStore {
         let Some(delivered) = delivered else {
             return Ok(ClaimOutcome::Held);
         };
+        let dialects: Vec<String> = row.try_get("dialects").map_err(row_error)?;
         let configs = configs
             .iter()
-            .map(|c| decode(c, "push config"))
+            .zip(dialects)
+            .map(|(c, d)| {
+                Ok(Webhook {
+                    config: decode(c, "push config")?,
+                    dialect: Dialect::from_stored(&d),
+                })
+            })
             .collect::<StoreResult<Vec<_>>>()?;
         Ok(ClaimOutcome::Claimed {
             delivered_seq: to_u64(delivered),

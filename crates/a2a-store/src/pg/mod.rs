@@ -328,9 +328,10 @@ impl TaskStore for PgTaskStore {
         &self,
         owner: &str,
         config: TaskPushNotificationConfig,
+        dialect: a2a_types::Dialect,
         quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
-        push::put(&self.pool, owner, config, quota).await
+        push::put(&self.pool, owner, config, dialect, quota).await
     }
 
     async fn get_push_config(

@@ -1,6 +1,7 @@
 //! Push-notification configs. Every statement joins `tasks` on (id, owner), so a config (and its
 //! credentials) is only ever read or changed through its own owner's task; one statement each.
 
+use a2a_types::Dialect;
 use a2a_types::v1::TaskPushNotificationConfig;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -26,10 +27,11 @@ pub(super) async fn put(
     pool: &PgPool,
     owner: &str,
     config: TaskPushNotificationConfig,
+    dialect: Dialect,
     quota: PushQuota,
 ) -> StoreResult<TaskPushNotificationConfig> {
     if quota == PushQuota::NONE {
-        return upsert(pool, owner, &config).await.map(|()| config);
+        return upsert(pool, owner, &config, dialect).await.map(|()| config);
     }
     let mut tx = pool.begin().await.map_err(db_error)?;
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('a2a:push_configs:' || $1, 0))")
@@ -60,7 +62,7 @@ pub(super) async fn put(
     if !replacing && let Some(e) = quota.exceeded(count(on_task), count(of_owner)) {
         return Err(e);
     }
-    upsert(&mut *tx, owner, &config).await?;
+    upsert(&mut *tx, owner, &config, dialect).await?;
     tx.commit().await.map_err(db_error)?;
     Ok(config)
 }
@@ -69,6 +71,7 @@ async fn upsert<'c>(
     db: impl sqlx::PgExecutor<'c>,
     owner: &str,
     config: &TaskPushNotificationConfig,
+    dialect: Dialect,
 ) -> StoreResult<()> {
     // The first config of a task also starts the push worker's progress (`push_progress`,
     // migration 0003) at the task's current event: the webhook gets the task's state as it is
@@ -80,15 +83,17 @@ async fn upsert<'c>(
             INSERT INTO push_progress (task_id, delivered_seq, lease_until) \
             SELECT id, seq - 1, '-infinity' FROM t \
             ON CONFLICT (task_id) DO NOTHING) \
-        INSERT INTO push_configs (task_id, id, config, owner) \
-        SELECT t.id, $3, $4, $2 FROM t \
-        ON CONFLICT (task_id, id) DO UPDATE SET config = excluded.config, updated_at = now() \
+        INSERT INTO push_configs (task_id, id, config, owner, dialect) \
+        SELECT t.id, $3, $4, $2, $5 FROM t \
+        ON CONFLICT (task_id, id) DO UPDATE \
+           SET config = excluded.config, dialect = excluded.dialect, updated_at = now() \
         RETURNING position";
     let stored = sqlx::query(SQL)
         .bind(&config.task_id)
         .bind(owner)
         .bind(&config.id)
         .bind(encode(config))
+        .bind(dialect.as_str())
         .fetch_optional(db)
         .await
         .map_err(db_error)?;

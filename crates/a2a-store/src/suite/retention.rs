@@ -45,7 +45,12 @@ pub async fn retention_deletes_exactly_the_expired_terminal_tasks(store: &dyn Ta
     task_in(store, "old-auth", &[AuthRequired]).await;
     for id in ["old-completed", "old-working"] {
         store
-            .put_push_config("alice", config(id), crate::PushQuota::NONE)
+            .put_push_config(
+                "alice",
+                config(id),
+                a2a_types::Dialect::V1,
+                crate::PushQuota::NONE,
+            )
             .await
             .unwrap();
         let claim = store

@@ -1,4 +1,5 @@
-//! `GET /.well-known/agent-card.json` and the per-agent cards: the card with `Cache-Control`,
+//! `GET /.well-known/agent-card.json` (and its 0.2.x alias `/.well-known/agent.json`) and the
+//! per-agent cards: the card with `Cache-Control`,
 //! a strong `ETag` and `Last-Modified`; a conditional request that matches gets 304. The REST
 //! binding answers `GET /extendedAgentCard` the same way ([`conditional`]).
 
@@ -10,6 +11,8 @@ use chrono::{DateTime, Utc};
 use crate::service::{A2aService, CardDocument};
 
 pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
+/// Where A2A 0.2.x clients look for the card: the same card is served there.
+pub const LEGACY_WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
 
 /// Where the rewritten card of each upstream agent is served.
 pub const AGENT_CARD_PATH: &str = "/agents/{name}/.well-known/agent-card.json";

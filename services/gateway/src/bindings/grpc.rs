@@ -30,7 +30,7 @@ use tonic_health::ServingStatus;
 use super::EXTENSIONS_HEADER;
 use super::pipeline::{Admitted, Binding, Call};
 use super::rate_headers::RateLimitHeaders;
-use crate::service::{A2aService, EventStream, RequestContext};
+use crate::service::{A2aService, Dialects, EventStream, RequestContext};
 use crate::tls::PeerCert;
 
 /// The server-streaming RPCs' response stream: the service's events, and an `Err` as the RPC's
@@ -45,7 +45,10 @@ pub fn router(svc: A2aService) -> Router {
     // decoding it.
     let limit = svc.max_body_bytes();
     let shutdown = svc.shutdown_token().clone();
-    let binding = GrpcBinding { svc };
+    let binding = GrpcBinding {
+        svc,
+        dialects: Dialects::V1_ONLY,
+    };
     let a2a_v03 = super::grpc_v03::server(binding.clone()).max_decoding_message_size(limit);
     let a2a = A2aServiceServer::new(binding).max_decoding_message_size(limit);
 
@@ -115,9 +118,18 @@ fn path_of<S: NamedService>(_: &S) -> String {
 #[derive(Clone)]
 pub struct GrpcBinding {
     svc: A2aService,
+    /// What its calls speak: 1.0 for `lf.a2a.v1`, 0.3 for the 0.3 service (which shares these
+    /// methods), so that what the service records per dialect (a push config's payload shape)
+    /// follows the service the client called.
+    dialects: Dialects,
 }
 
 impl GrpcBinding {
+    /// This binding, its calls speaking `dialects` (the 0.3 service's).
+    pub(super) fn speaking(self, dialects: Dialects) -> Self {
+        Self { dialects, ..self }
+    }
+
     /// The pipeline over the metadata (gRPC metadata keys are lowercase HTTP/2 headers, so the
     /// HTTP rules apply unchanged: `a2a-version` negotiated exactly as for JSON-RPC,
     /// `a2a-extensions` comma-separated).
@@ -151,6 +163,7 @@ impl GrpcBinding {
     {
         let mut call = Call::start(Binding::Grpc);
         call.method(method);
+        call.dialects(self.dialects);
         let result = match self.admit(&call, req).await {
             Ok((admitted, message)) => call
                 .traced(op(self.svc.clone(), admitted.ctx, message))
@@ -174,6 +187,7 @@ impl GrpcBinding {
     {
         let mut call = Call::start(Binding::Grpc);
         call.method(method);
+        call.dialects(self.dialects);
         let opened = match self.admit(&call, req).await {
             Ok((admitted, message)) => call
                 .traced(op(self.svc.clone(), admitted.ctx, message))

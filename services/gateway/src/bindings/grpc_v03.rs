@@ -25,6 +25,8 @@ use tonic::{Request, Response, Status};
 
 use super::VERSION_HEADER;
 use super::grpc::GrpcBinding;
+use crate::service::Dialects;
+use a2a_types::Dialect;
 
 pub use a2a_types::v03_grpc::proto::a2a_service_server::SERVICE_NAME;
 
@@ -33,6 +35,7 @@ pub type ResponseStream03 = BoxStream<'static, Result<StreamResponse, Status>>;
 
 /// The tonic service for `a2a.v1.A2AService` over the 1.0 binding.
 pub fn server(binding: GrpcBinding) -> A2aServiceServer<GrpcV03> {
+    let binding = binding.speaking(Dialects::both(Dialect::V03));
     A2aServiceServer::new(GrpcV03 { binding })
 }
 

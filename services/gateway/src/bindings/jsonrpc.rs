@@ -1,14 +1,16 @@
-//! JSON-RPC 2.0 at `POST /a2a/jsonrpc`: the 11 PascalCase methods of A2A 1.0. Errors travel with
+//! JSON-RPC 2.0 at `POST /a2a/jsonrpc`: the 11 PascalCase methods of A2A 1.0, and beside them
+//! the slash-named methods of 0.3 ([`super::jsonrpc_v03`]; `A2A-Version` picks the dialect, its
+//! absence the method name's). Errors travel with
 //! HTTP 200 (413 for an oversized body, 401/403 for a caller who failed to authenticate, 429 for
 //! a rate limit); streaming methods answer with SSE whose every event is a JSON-RPC response
 //! carrying the request's id.
 
-use a2a_types::A2aError;
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::serve::StreamEnd;
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -20,9 +22,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use a2a_types::{A2aError, Dialect};
+
 use super::pipeline::{Binding, Call};
-use super::{check_content_type, decode, refused, sse};
-use crate::service::{A2aService, EventStream, RequestContext};
+use super::{check_content_type, decode, jsonrpc_v03, refused, sse};
+use crate::service::{A2aService, Dialects, EventStream, RequestContext};
 use crate::tls::PeerCert;
 
 pub const PATH: &str = "/a2a/jsonrpc";
@@ -46,9 +50,10 @@ struct Success<'a, T: Serialize> {
     result: &'a T,
 }
 
-enum Outcome {
+pub(super) enum Outcome {
     Json(Vec<u8>),
-    Stream(EventStream),
+    /// Events, encoded in the dialect (0.3: with `final` where the stream ends).
+    Stream(EventStream, Dialect, StreamEnd),
 }
 
 pub async fn handle(
@@ -83,7 +88,9 @@ pub async fn handle(
         Ok(e) => e,
         Err((id, err)) => return failed(call, &id, &err),
     };
-    call.method(&method);
+    let family = jsonrpc_v03::dialect_of(&method);
+    call.method(jsonrpc_v03::method_label(&method).unwrap_or(&method));
+    call.dialects(Dialects::both(family));
     call.http("POST", || PATH.to_owned());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
@@ -92,30 +99,51 @@ pub async fn handle(
     {
         Ok(a) => a,
         Err(r) => {
-            let response = json_response(error_body(&id, r.error()));
+            // Refused before the version was settled: answered in the method name's dialect.
+            let response = json_response(dialect_error(family, &id, r.error()));
             call.failed(r.error());
             return refused(response, r);
         }
     };
-    let outcome = call
-        .traced(dispatch(&svc, &admitted.ctx, &id, &method, params))
-        .await;
+    let dialect = admitted.ctx.dialect;
+    let outcome = match dialect {
+        Dialect::V1 => {
+            call.traced(dispatch(&svc, &admitted.ctx, &id, &method, params))
+                .await
+        }
+        Dialect::V03 => {
+            call.traced(jsonrpc_v03::dispatch(
+                &svc,
+                &admitted.ctx,
+                &id,
+                &method,
+                params,
+            ))
+            .await
+        }
+    };
     let mut response = match outcome {
         Ok(Outcome::Json(body)) => {
             call.ok();
             json_response(body)
         }
-        Ok(Outcome::Stream(events)) => {
+        Ok(Outcome::Stream(events, dialect, end)) => {
             let id = id.clone();
             sse::respond(call.stream(events), svc.keep_alive(), move |item| {
-                let bytes = match item {
-                    Ok(ev) => success_body(&id, &ev.event),
-                    Err(err) => error_body(&id, err),
+                let bytes = match (item, dialect) {
+                    (Ok(ev), Dialect::V1) => success_body(&id, &ev.event),
+                    (Ok(ev), Dialect::V03) => {
+                        success_body(&id, &a2a_types::v03::serve::stream_event(&ev.event, end))
+                    }
+                    (Err(err), d) => dialect_error(d, &id, err),
                 };
                 String::from_utf8(bytes).expect("serde_json writes UTF-8")
             })
         }
-        Err(err) => failed(call, &id, &err),
+        Err(err) => {
+            call.failed(&err);
+            super::rate_headers::on_refusal(json_response(dialect_error(dialect, &id, &err)), &err)
+        }
     };
     if let Some(v) = admitted.extensions {
         response.headers_mut().insert(super::EXTENSIONS_HEADER, v);
@@ -124,6 +152,14 @@ pub async fn handle(
         rate.apply(response.headers_mut());
     }
     response
+}
+
+/// The error body in `dialect`'s shape.
+fn dialect_error(dialect: Dialect, id: &Value, err: &A2aError) -> Vec<u8> {
+    match dialect {
+        Dialect::V1 => error_body(id, err),
+        Dialect::V03 => jsonrpc_v03::error_body(id, err),
+    }
 }
 
 /// The error response of a call, with its outcome recorded (HTTP 429 for a rate limit).
@@ -259,13 +295,19 @@ async fn dispatch(
 ) -> Result<Outcome, A2aError> {
     Ok(match decode_params(method, raw)? {
         Request::SendMessage(req) => json(id, &svc.send_message(ctx, req).await?),
-        Request::SendStreamingMessage(req) => {
-            Outcome::Stream(svc.send_streaming_message(ctx, req).await?)
-        }
+        Request::SendStreamingMessage(req) => Outcome::Stream(
+            svc.send_streaming_message(ctx, req).await?,
+            Dialect::V1,
+            StreamEnd::Settled,
+        ),
         Request::GetTask(req) => json(id, &svc.get_task(ctx, req).await?),
         Request::ListTasks(req) => json(id, &svc.list_tasks(ctx, req).await?),
         Request::CancelTask(req) => json(id, &svc.cancel_task(ctx, req).await?),
-        Request::SubscribeToTask(req) => Outcome::Stream(svc.subscribe_to_task(ctx, req).await?),
+        Request::SubscribeToTask(req) => Outcome::Stream(
+            svc.subscribe_to_task(ctx, req).await?,
+            Dialect::V1,
+            StreamEnd::Terminal,
+        ),
         Request::CreatePushConfig(req) => json(id, &svc.create_push_config(ctx, req).await?),
         Request::GetPushConfig(req) => json(id, &svc.get_push_config(ctx, req).await?),
         Request::ListPushConfigs(req) => json(id, &svc.list_push_configs(ctx, req).await?),
@@ -279,7 +321,7 @@ async fn dispatch(
     })
 }
 
-fn success_body<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
+pub(super) fn success_body<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
     serde_json::to_vec(&Success {
         jsonrpc: "2.0",
         id,

@@ -8,6 +8,7 @@ mod decode;
 pub mod grpc;
 mod grpc_v03;
 pub mod jsonrpc;
+mod jsonrpc_v03;
 pub mod pipeline;
 pub mod rate_headers;
 pub mod rest;
@@ -17,8 +18,10 @@ use a2a_types::A2aError;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
+use a2a_types::Dialect;
+
 use self::pipeline::Refusal;
-use crate::service::RequestContext;
+use crate::service::{Dialects, RequestContext};
 
 pub const VERSION_HEADER: &str = "a2a-version";
 pub const EXTENSIONS_HEADER: &str = "a2a-extensions";
@@ -39,19 +42,35 @@ pub const A2A_JSON: &str = "application/a2a+json";
 /// The 0.3 spelling, still sent by older clients.
 const LEGACY_EXTENSIONS_HEADER: &str = "x-a2a-extensions";
 
+/// The `A2A-Version` a request names: the header, or the `A2A-Version` query parameter.
+fn requested_version(headers: &HeaderMap, query: Option<&str>) -> Option<String> {
+    headers
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or("<invalid>").to_owned())
+        .or_else(|| query_param(query, "A2A-Version"))
+}
+
+/// The dialect a request speaks, as [`request_context`] will negotiate it, for a binding that
+/// must pick its route before the pipeline runs (HTTP+JSON's `/v1/…` paths); a version the
+/// pipeline will refuse reads as `dialects.default` here.
+pub fn dialect_of(headers: &HeaderMap, query: Option<&str>, dialects: Dialects) -> Dialect {
+    crate::service::negotiate_version(requested_version(headers, query).as_deref(), dialects)
+        .unwrap_or(dialects.default)
+}
+
 /// The A2A service parameters of an HTTP request: `A2A-Version` (header, or the `A2A-Version`
-/// query parameter), `A2A-Extensions` (comma-separated, possibly repeated) and the resume point
-/// (`Last-Event-ID`, or `a2a-last-event-id` in gRPC metadata).
+/// query parameter) read against the `dialects` the request can speak, `A2A-Extensions`
+/// (comma-separated, possibly repeated) and the resume point (`Last-Event-ID`, or
+/// `a2a-last-event-id` in gRPC metadata).
 pub fn request_context(
     headers: &HeaderMap,
     query: Option<&str>,
+    dialects: Dialects,
 ) -> Result<RequestContext, A2aError> {
-    let version = headers
-        .get(VERSION_HEADER)
-        .map(|v| v.to_str().unwrap_or("<invalid>").to_owned())
-        .or_else(|| query_param(query, "A2A-Version"));
-    crate::service::negotiate_version(version.as_deref())?;
+    let version = requested_version(headers, query);
+    let dialect = crate::service::negotiate_version(version.as_deref(), dialects)?;
     let mut ctx = RequestContext::anonymous();
+    ctx.dialect = dialect;
     for value in headers
         .get_all(EXTENSIONS_HEADER)
         .iter()

@@ -39,7 +39,7 @@ use super::rate_headers::RateLimitHeaders;
 use super::{extensions_header, request_context};
 use crate::auth::{Credentials, Rejection};
 use crate::limits::Allowance;
-use crate::service::{A2aService, EventStream, RequestContext};
+use crate::service::{A2aService, Dialects, EventStream, RequestContext};
 
 /// The binding a request came in by (the `binding` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,8 @@ pub struct Call {
     http: Option<(String, String)>,
     /// The HTTP status a binding answers with when it is not the error's own (REST's 415).
     status: Option<u16>,
+    /// The dialects the request can speak (`A2A-Version` is read against them).
+    dialects: Dialects,
 }
 
 impl Call {
@@ -148,7 +150,14 @@ impl Call {
             span: OnceLock::new(),
             http: None,
             status: None,
+            dialects: Dialects::V1_ONLY,
         }
+    }
+
+    /// The dialects the request can speak, once its method or path is known (1.0 only until
+    /// the binding says otherwise): `A2A-Version` picks one, its absence `dialects.default`.
+    pub fn dialects(&mut self, dialects: Dialects) {
+        self.dialects = dialects;
     }
 
     /// Labels the call with its method (any name outside [`METHODS`] becomes `unknown`).
@@ -209,7 +218,7 @@ impl Call {
             telemetry::set_parent(&span, remote);
             let _ = self.span.set(span);
         }
-        let mut ctx = request_context(headers, query).map_err(Refusal::Invalid)?;
+        let mut ctx = request_context(headers, query, self.dialects).map_err(Refusal::Invalid)?;
         if let Some(tp) = telemetry::traceparent(self.span()) {
             // The turn and the events it publishes continue from this call's span.
             ctx.traceparent = Some(tp);

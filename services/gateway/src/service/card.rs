@@ -45,6 +45,19 @@ fn interfaces(public_url: &str, tenant: &str) -> Vec<AgentInterface> {
     out
 }
 
+/// The bindings this gateway serves the 0.3 dialect on, at the 1.0 interfaces' own URLs (gRPC:
+/// the 0.3 service `a2a.v1.A2AService` on the same port).
+const BINDINGS_03: &[&str] = &["JSONRPC", "HTTP+JSON", "GRPC"];
+
+/// The JSON every card is served as (well-known paths, per-agent cards, the extended card of
+/// either dialect): the 1.0 card with the 0.3 fields merged in (`url`, `preferredTransport`,
+/// `additionalInterfaces`, `protocolVersion`, OpenAPI-style schemes, `security`), so that 0.3
+/// and 1.0 clients read one document; see `a2a_types::v03::card`. Anything that changes the
+/// served bytes (a signature) applies to what this returns.
+fn served_json(card: &AgentCard) -> serde_json::Value {
+    a2a_types::v03::card::combined(card, BINDINGS_03)
+}
+
 /// A card serialised once, with the validators HTTP caching needs.
 #[derive(Debug, Clone)]
 pub struct CardDocument {
@@ -81,9 +94,8 @@ impl CardDocument {
         max_age_secs: u64,
         now: DateTime<Utc>,
     ) -> Self {
-        // What the HTTP paths serve; anything a served card holds beyond its ProtoJSON form is
-        // added to `served` before it is signed.
-        let served = serde_json::to_value(&card).expect("an AgentCard always serialises");
+        // What the HTTP paths serve (the combined 0.3 + 1.0 card), signed as served.
+        let served = served_json(&card);
         let (card, json) = crate::signing::signed(card, served, signer);
         let digest = Sha256::digest(&json);
         let etag = format!(

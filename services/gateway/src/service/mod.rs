@@ -39,9 +39,9 @@ pub use card::{CardDocument, agent_card_path};
 pub use catalogue::Catalogue;
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
-pub use validate::negotiate_version;
 #[doc(hidden)]
 pub use validate::push_config as validate_push_config;
+pub use validate::{Dialects, negotiate_version};
 
 /// Who is asking, and with which service parameters.
 #[derive(Debug, Clone)]
@@ -68,6 +68,10 @@ pub struct RequestContext {
     /// What the call costs under the rate limits (its method's cost, README *Rate limits*); a
     /// send charges it to the agent it reaches too.
     pub cost: u32,
+    /// The dialect the request speaks (`A2A-Version`, or its method or path): the binding
+    /// translates at its edge; the service only records it with a push config, whose webhook
+    /// then gets payloads in that dialect.
+    pub dialect: a2a_types::Dialect,
 }
 
 impl RequestContext {
@@ -82,6 +86,7 @@ impl RequestContext {
             idempotency_key: None,
             span: tracing::Span::none(),
             cost: 1,
+            dialect: a2a_types::Dialect::V1,
         }
     }
 }

@@ -46,7 +46,7 @@ impl A2aService {
         let task_id = cfg.task_id.clone();
         self.inner
             .store
-            .put_push_config(&ctx.owner, cfg, self.push_quota())
+            .put_push_config(&ctx.owner, cfg, ctx.dialect, self.push_quota())
             .await
             .map_err(|e| store_error(&task_id, e))
     }

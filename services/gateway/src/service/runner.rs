@@ -73,6 +73,8 @@ pub(super) struct Turn {
     /// The sequence number of the task being continued; `None` for a new task.
     pub continues: Option<u64>,
     pub push_config: Option<TaskPushNotificationConfig>,
+    /// The dialect of the send, which a `push_config` registered with it keeps.
+    pub dialect: a2a_types::Dialect,
     pub cancel: CancellationToken,
     /// Whether this turn is new or taken over from a replica that died.
     pub resume: Resume,
@@ -338,6 +340,7 @@ impl A2aService {
             },
             continues,
             push_config,
+            dialect: ctx.dialect,
             cancel: CancellationToken::new(),
             resume: Resume::No,
             priority,
@@ -809,7 +812,7 @@ impl Runner<'_> {
             };
             let quota = self.svc.push_quota();
             registered = store
-                .put_push_config(&self.turn.owner, cfg, quota)
+                .put_push_config(&self.turn.owner, cfg, self.turn.dialect, quota)
                 .await
                 .map(|_| ())
                 .map_err(|e| store_error(&req.task_id, e));

@@ -143,6 +143,8 @@ impl A2aService {
                 },
                 continues: Some(rec.seq),
                 push_config: None,
+                // No config rides on a taken-over turn: its dialect is never read.
+                dialect: a2a_types::Dialect::V1,
                 // The client's key, if any, stays with the task, which exists.
                 key: None,
                 cancel: CancellationToken::new(),

@@ -1,29 +1,51 @@
 //! Edge validation shared by every operation: each failure names the offending field.
 
 use a2a_push::AddressPolicy;
-use a2a_types::A2aError;
 use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
 use a2a_types::wkt::Timestamp;
+use a2a_types::{A2aError, Dialect};
 
-/// `A2A-Version` negotiation. This interface serves 1.x (`1.0`, `1.0.1`, `1.2` all mean 1.0
-/// semantics: patch and minor numbers within major 1 are served as 1.0). A missing or empty
-/// value is served as 1.0 too: the spec reads a missing header as 0.3, but every method this
-/// interface knows is a 1.0 method name, so 1.0 is the only meaning a request can have here.
-/// Anything else, 0.3 included, is VersionNotSupported.
-pub fn negotiate_version(value: Option<&str>) -> Result<(), A2aError> {
+/// `A2A-Version` negotiation: which dialect a request speaks. `1.x` (`1.0`, `1.0.1`, `1.2`: patch
+/// and minor numbers within major 1 are served as 1.0) is 1.0; `0.3` (`0.3.0`) is 0.3 where the
+/// binding serves it (`dialects.v03`); a missing or empty value is `dialects.default`, the
+/// dialect of the method name or path (spec: a missing header means 0.3; a 1.0 method name or
+/// path can only mean 1.0, so that is how it is served). Anything else is VersionNotSupported.
+pub fn negotiate_version(value: Option<&str>, dialects: Dialects) -> Result<Dialect, A2aError> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
-        return Ok(());
+        return Ok(dialects.default);
     };
-    let major = v.split('.').next().unwrap_or_default();
-    if major == "1"
-        && v.split('.')
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-    {
-        Ok(())
-    } else {
-        Err(A2aError::VersionNotSupported {
+    let numeric = v
+        .split('.')
+        .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    let mut parts = v.split('.');
+    match (parts.next(), parts.next()) {
+        (Some("1"), _) if numeric => Ok(Dialect::V1),
+        (Some("0"), Some("3")) if numeric && dialects.v03 => Ok(Dialect::V03),
+        _ => Err(A2aError::VersionNotSupported {
             version: v.to_owned(),
-        })
+        }),
+    }
+}
+
+/// The dialects a request can be served in, known from its binding and its method or path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dialects {
+    /// What a request without `A2A-Version` speaks.
+    pub default: Dialect,
+    /// Whether `A2A-Version: 0.3` is served.
+    pub v03: bool,
+}
+
+impl Dialects {
+    /// 1.0 only (the gRPC `lf.a2a.v1` service).
+    pub const V1_ONLY: Dialects = Dialects {
+        default: Dialect::V1,
+        v03: false,
+    };
+
+    /// Both, 0.3 without a header where the method or path is a 0.3 one.
+    pub fn both(default: Dialect) -> Self {
+        Dialects { default, v03: true }
     }
 }
 
@@ -180,17 +202,25 @@ mod tests {
 
     #[test]
     fn versions() {
+        let v1 = Dialects::V1_ONLY;
         for ok in [None, Some(""), Some("1.0"), Some("1.0.1"), Some("1")] {
-            assert!(negotiate_version(ok).is_ok(), "{ok:?}");
+            assert_eq!(negotiate_version(ok, v1), Ok(Dialect::V1), "{ok:?}");
         }
         for bad in ["99.0", "0.3", "2.0", "1.x", "abc"] {
             assert!(
                 matches!(
-                    negotiate_version(Some(bad)),
+                    negotiate_version(Some(bad), v1),
                     Err(A2aError::VersionNotSupported { .. })
                 ),
                 "{bad}"
             );
+        }
+        let both = Dialects::both(Dialect::V03);
+        assert_eq!(negotiate_version(None, both), Ok(Dialect::V03));
+        assert_eq!(negotiate_version(Some("0.3.0"), both), Ok(Dialect::V03));
+        assert_eq!(negotiate_version(Some("1.0"), both), Ok(Dialect::V1));
+        for bad in ["0.2", "0.3.x", "99.0"] {
+            assert!(negotiate_version(Some(bad), both).is_err(), "{bad}");
         }
     }
 

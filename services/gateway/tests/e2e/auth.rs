@@ -491,11 +491,16 @@ async fn the_public_card_lists_the_declared_schemes_without_credentials() {
     assert_eq!(
         card["securitySchemes"],
         json!({
-            "key": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"}},
+            // Each scheme also in its 0.3 (OpenAPI) form, for 0.3 clients of the same card.
+            "key": {"apiKeySecurityScheme": {"location": "header", "name": "X-API-Key"},
+                    "type": "apiKey", "in": "header", "name": "X-API-Key"},
             "oidc": {"openIdConnectSecurityScheme": {
-                "openIdConnectUrl": format!("{}/.well-known/openid-configuration", issuer.url())}},
+                "openIdConnectUrl": format!("{}/.well-known/openid-configuration", issuer.url())},
+                "type": "openIdConnect",
+                "openIdConnectUrl": format!("{}/.well-known/openid-configuration", issuer.url())},
         })
     );
+    assert_eq!(card["security"], json!([{"oidc": [WRITE]}, {"key": []}]));
     assert_eq!(
         card["securityRequirements"],
         json!([{"schemes": {"oidc": {"list": [WRITE]}}}, {"schemes": {"key": {}}}])

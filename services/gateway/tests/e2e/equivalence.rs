@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{TestGateway, script_message, user_message};
 
+mod dialect03;
 mod errors;
 mod flows;
 

@@ -294,10 +294,17 @@ async fn version_negotiation() {
         call(None).await.get("result").is_some(),
         "a missing header is served as 1.0"
     );
-    for v in ["99.0", "0.3", "2.0"] {
+    for v in ["99.0", "0.2", "2.0"] {
         let r = call(Some(v)).await;
         assert_eq!(r["error"]["code"], -32009, "{v}");
         assert_eq!(r["error"]["data"][0]["reason"], "VERSION_NOT_SUPPORTED");
+    }
+    // 0.3 is served, with its own methods: a 1.0 method asked for in 0.3 is not found
+    // (dialect03.rs covers the 0.3 side).
+    for v in ["0.3", "0.3.0"] {
+        let r = call(Some(v)).await;
+        assert_eq!(r["error"]["code"], -32601, "{v}: {r}");
+        assert_eq!(r["error"]["data"]["reason"], "METHOD_NOT_FOUND", "{v}: {r}");
     }
     // Version before params: a request without messageId still gets -32009.
     let r = gw

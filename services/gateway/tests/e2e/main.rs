@@ -8,6 +8,7 @@ mod auth;
 mod binary;
 mod card;
 mod catalogue;
+mod dialect03;
 mod equivalence;
 mod errors;
 mod grpc;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 const MARKER: &str = "<!-- readme-test: ";
 /// The walkthrough's blocks, in README order.
-const BLOCKS: [&str; 3] = ["jsonrpc", "rest", "idempotency"];
+const BLOCKS: [&str; 4] = ["jsonrpc", "rest", "idempotency", "v03"];
 
 /// The shell blocks marked for this test, by name, in order.
 fn marked_blocks(readme: &str) -> Vec<(String, String)> {
@@ -155,7 +155,7 @@ async fn the_readme_walkthrough_runs_as_documented() {
         .trim()
         .parse()
         .unwrap();
-    assert_eq!(count, 16, "one answer per curl of the walkthrough");
+    assert_eq!(count, 21, "one answer per curl of the walkthrough");
 
     // JSON-RPC.
     let sent = json(&answer(1));
@@ -198,5 +198,22 @@ async fn the_readme_walkthrough_runs_as_documented() {
     let (body, status) = refused.rsplit_once(" HTTP ").unwrap();
     assert_eq!(status.trim(), "422");
     assert_eq!(json(body)["error"]["status"], "INVALID_ARGUMENT");
+
+    // A2A 0.3.
+    let sent03 = json(&answer(17));
+    assert_eq!(sent03["result"]["kind"], "task");
+    assert_eq!(sent03["result"]["status"]["state"], "completed");
+    let got03 = json(&answer(18));
+    assert_eq!(got03["result"]["id"], sent03["result"]["id"]);
+    assert_eq!(got03["result"]["artifacts"][0]["parts"][0]["kind"], "text");
+    let got10 = json(&answer(19));
+    assert_eq!(got10["result"]["id"], sent03["result"]["id"]);
+    assert_eq!(state(&got10["result"]), "TASK_STATE_COMPLETED");
+    let rest03 = json(&answer(20));
+    assert_eq!(rest03["task"]["history"][0]["content"][0]["text"], "hi");
+    let card = json(&answer(21));
+    assert_eq!(card["preferredTransport"], "JSONRPC");
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    assert!(card["url"].as_str().unwrap().ends_with("/a2a/jsonrpc"));
     let _ = std::fs::remove_dir_all(&out);
 }

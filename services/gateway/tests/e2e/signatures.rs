@@ -212,9 +212,19 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
             "the tampered {what} card: {refused}"
         );
     }
-    // The JSON bindings and gRPC carry one card, one signature.
-    assert_eq!(rest, rpc);
+    // JSON-RPC and gRPC carry one card (its 1.0 form), one signature. HTTP+JSON serves the
+    // document of the well-known path (the 1.0 card with the 0.3 members beside it, signed as
+    // such), so its 1.0 members are that card's.
     assert_eq!(rpc, grpc);
+    for (key, value) in rpc.as_object().unwrap() {
+        if key != "signatures" {
+            assert_eq!(
+                &rest[key], value,
+                "the extended card's {key} over HTTP+JSON"
+            );
+        }
+    }
+    assert_eq!(rest["protocolVersion"], "0.3.0");
     // Served twice, the same bytes (the signature is cached, not made per request).
     assert_eq!(get_json(&gw, "/.well-known/agent-card.json").await, root);
     // A skill added to the per-agent card is a change the signature catches too.

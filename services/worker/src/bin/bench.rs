@@ -151,7 +151,12 @@ async fn main() -> Result<(), String> {
             ..Default::default()
         };
         store
-            .put_push_config("bench", config, a2a_store::PushQuota::NONE)
+            .put_push_config(
+                "bench",
+                config,
+                a2a_types::Dialect::V1,
+                a2a_store::PushQuota::NONE,
+            )
             .await
             .map_err(|e| e.to_string())?;
         publish(&bus, &id, 1, first.event).await?;

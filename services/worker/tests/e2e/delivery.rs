@@ -174,3 +174,84 @@ async fn a_receiver_answering_500_twice_gets_the_event_on_the_third_attempt() {
         ]
     );
 }
+
+/// A webhook registered by a 0.3 client (`message/stream`, no version header) gets the 0.3
+/// payload from the worker: the Task after each event, in the 0.3 shape (`kind`, kebab-case
+/// states), with the config's token and Authorization; a 1.0 config of the same task keeps
+/// getting StreamResponses.
+#[tokio::test]
+async fn a_0_3_config_gets_the_task_in_the_0_3_shape() {
+    let env = Deployment::start("127.0.0.1").await;
+    let (r03, r10) = (Receiver::start().await, Receiver::start().await);
+    let worker = env.worker(&[]);
+    let message = json!({"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "user", "metadata": {"skill": "scenario"},
+        "parts": [{"kind": "text", "text": "run"},
+                  {"kind": "data", "data": {"chunks": 2, "delayMs": 200}}]});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream",
+        "params": {"message": message, "configuration": {"pushNotificationConfig": {
+            "url": r03.url("/hook"), "token": "tok-03",
+            "authentication": {"schemes": ["Bearer"], "credentials": "s3"}}}}});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/a2a/jsonrpc", env.gateway_url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let mut sse = resp.bytes_stream();
+    use futures::StreamExt;
+    // The first event names the task; a 1.0 client adds its webhook while the task runs.
+    let first = String::from_utf8(sse.next().await.unwrap().unwrap().to_vec()).unwrap();
+    let data = first.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
+    let task_id = serde_json::from_str::<Value>(data.trim()).unwrap()["result"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = env
+        .rpc(
+            "CreateTaskPushNotificationConfig",
+            json!({"taskId": task_id, "url": r10.url("/hook"), "token": "tok-10"}),
+        )
+        .await;
+    assert!(r.get("error").is_none(), "{r}");
+    while sse.next().await.is_some() {}
+
+    let completed = |j: &Value| j["status"]["state"] == "completed";
+    r03.wait_for(Duration::from_secs(20), |r| {
+        r.iter().any(|x| completed(&x.json))
+    })
+    .await;
+    r10.wait_for(Duration::from_secs(20), |r| {
+        r.iter()
+            .any(|x| describe(&x.json) == "status TASK_STATE_COMPLETED")
+    })
+    .await;
+    let got = r03.requests();
+    let states: Vec<&str> = got
+        .iter()
+        .map(|r| r.json["status"]["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.first(), Some(&"submitted"), "{states:?}");
+    assert_eq!(states.last(), Some(&"completed"), "{states:?}");
+    for r in &got {
+        assert_eq!(r.json["kind"], "task", "{}", r.json);
+        assert_eq!(r.json["id"], task_id.as_str());
+        let h = |name: &str| r.headers.get(name).map(|v| v.to_str().unwrap().to_owned());
+        assert_eq!(h("x-a2a-notification-token").as_deref(), Some("tok-03"));
+        assert_eq!(h("authorization").as_deref(), Some("Bearer s3"));
+        let jwt = h("x-a2a-push-signature").expect("a signature header");
+        env.verify(&jwt, &r03.url("/hook"), &r.body).await;
+    }
+    let last = &got.last().unwrap().json;
+    assert_eq!(
+        last["artifacts"][0]["parts"].as_array().unwrap().len(),
+        2,
+        "{last}"
+    );
+    assert_eq!(last["artifacts"][0]["parts"][0]["kind"], "text");
+    for r in r10.requests() {
+        assert!(r.json.get("kind").is_none(), "a 1.0 payload: {}", r.json);
+        assert!(!describe(&r.json).starts_with("other"), "{}", r.json);
+    }
+    drop(worker);
+}

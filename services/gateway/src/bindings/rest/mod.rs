@@ -5,19 +5,25 @@
 //! whose `data:` is a bare StreamResponse and whose failure is an `event: error` carrying the
 //! error body.
 //!
+//! The 0.3 dialect is served beside it ([`v03`]): `/a2a/rest/v1/…` paths, the 0.3 interface's
+//! URL being `/a2a/rest`. Read as 1.0 such a path names tenant `v1`; `A2A-Version` decides
+//! (1.x: 1.0, 0.3 or none: 0.3), and a 0.3 request on a path 0.3 lacks is 404.
+//!
 //! Order of checks: path (404/405), body size (413), `A2A-Version`, `A2A-Extensions`,
 //! `Content-Type`, then decoding and the service call.
 
 mod errors;
 mod query;
 mod routes;
+mod v03;
 
-use a2a_types::A2aError;
 use a2a_types::v1::{
     CancelTaskRequest, DeleteTaskPushNotificationConfigRequest, GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest, GetTaskRequest, ListTaskPushNotificationConfigsRequest,
     ListTasksRequest, SendMessageRequest, SubscribeToTaskRequest, TaskPushNotificationConfig,
 };
+use a2a_types::v03::serve::StreamEnd;
+use a2a_types::{A2aError, Dialect};
 use std::sync::Arc;
 
 use axum::Extension;
@@ -34,7 +40,7 @@ use serde::de::DeserializeOwned;
 use self::routes::{NoRoute, Op, Route};
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
-use crate::service::{A2aService, CardDocument, EventStream, RequestContext, SeqEvent};
+use crate::service::{A2aService, CardDocument, Dialects, EventStream, RequestContext, SeqEvent};
 use crate::tls::PeerCert;
 
 pub const PREFIX: &str = "/a2a/rest";
@@ -52,7 +58,8 @@ pub fn routes() -> Router<A2aService> {
 
 enum Reply {
     Json(Vec<u8>),
-    Stream(EventStream),
+    /// Events as 1.0 StreamResponses, or (with where the stream ends, for `final`) as 0.3 ones.
+    Stream(EventStream, Option<StreamEnd>),
     /// The extended card, answered with its validators (ETag, Last-Modified) like the public
     /// card, and `private`: it is for the caller who authenticated.
     Card(Arc<CardDocument>),
@@ -68,7 +75,22 @@ async fn handle(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let mut call = Call::start(Binding::Rest);
-    let route = match routes::resolve(&method, PREFIX, uri.path()) {
+    // A `/v1/…` path has a 0.3 reading: without a version header it is 0.3.
+    let v03_route = routes::resolve_v03(&method, PREFIX, uri.path());
+    let family = if v03_route.is_some() {
+        Dialect::V03
+    } else {
+        Dialect::V1
+    };
+    let dialects = Dialects::both(family);
+    call.dialects(dialects);
+    let dialect = super::dialect_of(&headers, uri.query(), dialects);
+    let resolved = match (dialect, v03_route) {
+        (Dialect::V1, _) => routes::resolve(&method, PREFIX, uri.path()),
+        (Dialect::V03, Some(route)) => route,
+        (Dialect::V03, None) => Err(NoRoute::NotFound),
+    };
+    let route = match resolved {
         Ok(route) => route,
         Err(NoRoute::NotFound) => {
             let err = A2aError::MethodNotFound {
@@ -88,7 +110,12 @@ async fn handle(
         } else {
             "/{tenant}"
         };
-        format!("{PREFIX}{tenant}{}", route.op.route())
+        let v1 = if dialect == Dialect::V03 { "/v1" } else { "" };
+        let route = match (dialect, &route.op) {
+            (Dialect::V03, Op::GetExtendedAgentCard) => "/card",
+            (_, op) => op.route(),
+        };
+        format!("{PREFIX}{tenant}{v1}{route}")
     });
     let body = match body {
         Ok(b) => b,
@@ -117,10 +144,16 @@ async fn handle(
     // A body that is not JSON is refused at the transport level: 415, not the 1.0.1 table's
     // 400 (which is about a part's media type, see `errors::unsupported_media_type`).
     let outcome = match check_content_type(&headers, &body) {
-        Ok(()) => {
-            call.traced(call_op(&svc, &admitted.ctx, route, uri.query(), &body))
-                .await
-        }
+        Ok(()) => match admitted.ctx.dialect {
+            Dialect::V1 => {
+                call.traced(call_op(&svc, &admitted.ctx, route, uri.query(), &body))
+                    .await
+            }
+            Dialect::V03 => {
+                call.traced(v03::call_op(&svc, &admitted.ctx, route, uri.query(), &body))
+                    .await
+            }
+        },
         Err(err) => {
             call.status(415);
             call.failed(&err);
@@ -148,7 +181,14 @@ async fn handle(
             )
                 .into_response()
         }
-        Ok(Reply::Stream(events)) => sse::respond(call.stream(events), svc.keep_alive(), sse_data),
+        Ok(Reply::Stream(events, None)) => {
+            sse::respond(call.stream(events), svc.keep_alive(), sse_data)
+        }
+        Ok(Reply::Stream(events, Some(end))) => {
+            sse::respond(call.stream(events), svc.keep_alive(), move |item| {
+                v03::sse_data(item, end)
+            })
+        }
         Ok(Reply::Card(doc)) => {
             call.ok();
             let cache = format!("private, max-age={}", doc.max_age_secs);
@@ -209,7 +249,7 @@ async fn call_op(
         Op::SendStreamingMessage => {
             let mut req: SendMessageRequest = json_body(body)?;
             req.tenant = tenant_or(req.tenant);
-            Reply::Stream(svc.send_streaming_message(ctx, req).await?)
+            Reply::Stream(svc.send_streaming_message(ctx, req).await?, None)
         }
         Op::GetTask { id } => {
             let mut req: GetTaskRequest = query::parse(query, query::GET_TASK)?;
@@ -233,7 +273,7 @@ async fn call_op(
                 tenant: tenant_or(String::new()),
                 id,
             };
-            Reply::Stream(svc.subscribe_to_task(ctx, req).await?)
+            Reply::Stream(svc.subscribe_to_task(ctx, req).await?, None)
         }
         Op::CreatePushConfig { task_id } => {
             let mut cfg: TaskPushNotificationConfig = json_body(body)?;

@@ -118,6 +118,31 @@ pub fn resolve(method: &Method, prefix: &str, path: &str) -> Result<Route, NoRou
     Ok(Route { tenant, op })
 }
 
+/// The 0.3 reading of `path`, if it has one: `/v1/…` under the prefix (or under
+/// `/{tenant}/v1/…`, the tenant of a per-agent card's 0.3 interface), with the 0.3 names
+/// (`/v1/card` is the extended card; 0.3 has no ListTasks). `None` when the path is not a 0.3
+/// path; a 0.3 path with the wrong verb is 405.
+///
+/// The same path read as 1.0 is tenant `v1` ([`resolve`]): `A2A-Version` decides between the
+/// two (README, *A2A 0.3 clients*).
+pub fn resolve_v03(method: &Method, prefix: &str, path: &str) -> Option<Result<Route, NoRoute>> {
+    let rest = path.strip_prefix(prefix)?;
+    let rest = rest.strip_prefix('/').unwrap_or(rest);
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let segs: Vec<&str> = rest.split('/').collect();
+    let (tenant, tail) = match segs.as_slice() {
+        ["v1", tail @ ..] => (String::new(), tail),
+        [tenant, "v1", tail @ ..] => (decode(tenant).filter(|t| !t.is_empty())?, tail),
+        _ => return None,
+    };
+    let resource = match tail {
+        ["card"] => Resource::ExtendedCard,
+        ["tasks"] | ["extendedAgentCard"] => return None,
+        other => resource(other)?,
+    };
+    Some(select(method, resource).map(|op| Route { tenant, op }))
+}
+
 fn resource(segs: &[&str]) -> Option<Resource> {
     Some(match segs {
         ["message:send"] => Resource::Send,
@@ -309,6 +334,49 @@ mod tests {
         assert_eq!(
             resolve(&Method::GET, P, "/a2a/rest/tasks/%+1"),
             Err(NoRoute::NotFound)
+        );
+    }
+
+    #[test]
+    fn v03_paths_and_their_1_0_reading() {
+        let v03 = |m: Method, path: &str| resolve_v03(&m, P, path);
+        assert_eq!(
+            v03(Method::POST, "/a2a/rest/v1/message:send"),
+            Some(Ok(Route {
+                tenant: String::new(),
+                op: Op::SendMessage
+            }))
+        );
+        assert_eq!(
+            v03(Method::GET, "/a2a/rest/v1/card"),
+            Some(Ok(Route {
+                tenant: String::new(),
+                op: Op::GetExtendedAgentCard
+            }))
+        );
+        assert_eq!(
+            v03(Method::GET, "/a2a/rest/echo/v1/tasks/t1"),
+            Some(Ok(Route {
+                tenant: id("echo"),
+                op: Op::GetTask { id: id("t1") }
+            }))
+        );
+        assert_eq!(
+            v03(Method::GET, "/a2a/rest/v1/message:send"),
+            Some(Err(NoRoute::MethodNotAllowed(POST)))
+        );
+        for not_03 in [
+            "/a2a/rest/message:send",
+            "/a2a/rest/v1/tasks",
+            "/a2a/rest/v1/extendedAgentCard",
+            "/a2a/rest/v1/nope",
+        ] {
+            assert_eq!(v03(Method::GET, not_03), None, "{not_03}");
+        }
+        // Read as 1.0, the same path is tenant `v1`.
+        assert_eq!(
+            ok(Method::POST, "/a2a/rest/v1/message:send"),
+            (id("v1"), Op::SendMessage)
         );
     }
 
