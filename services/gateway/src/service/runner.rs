@@ -395,16 +395,48 @@ impl A2aService {
     pub(super) fn start_turn(&self, turn: Turn) -> oneshot::Receiver<Result<First, A2aError>> {
         let (tx, rx) = oneshot::channel();
         let task_id = turn.request.task_id.clone();
-        {
-            let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
-            if running.contains_key(&task_id) {
-                let _ = tx.send(Err(A2aError::UnsupportedOperation(format!(
-                    "task {task_id} is already processing a message"
-                ))));
-                return rx;
-            }
-            running.insert(task_id.clone(), turn.cancel.clone());
+        if self.claim_turn(&task_id, &turn) {
+            self.spawn_turn(turn, tx);
+            return rx;
         }
+        if turn.continues.is_none() {
+            let _ = tx.send(Err(already_processing(&task_id)));
+            return rx;
+        }
+        // A message that continues an interrupted task, whose previous turn is still finishing:
+        // that turn has committed its interrupted state (the caller may already have it), and
+        // only its publish and bookkeeping remain, which take longer while Redis is unreachable.
+        // Waiting for it here, instead of refusing, keeps the message from failing for a turn
+        // the caller has seen end. A turn that truly runs on (another message won the race)
+        // still gets the refusal, and the sequence guard stops any stale write.
+        let svc = self.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + FINISHING_TURN_WAIT;
+            while !svc.claim_turn(&task_id, &turn) {
+                if tokio::time::Instant::now() >= deadline {
+                    let _ = tx.send(Err(already_processing(&task_id)));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            svc.spawn_turn(turn, tx);
+        });
+        rx
+    }
+
+    /// Marks `turn`'s task as running in this process; false when a turn of it already runs.
+    fn claim_turn(&self, task_id: &str, turn: &Turn) -> bool {
+        let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.contains_key(task_id) {
+            return false;
+        }
+        running.insert(task_id.to_owned(), turn.cancel.clone());
+        true
+    }
+
+    /// Runs a claimed turn in a task of its own, which releases the claim when the turn ends.
+    fn spawn_turn(&self, turn: Turn, tx: oneshot::Sender<Result<First, A2aError>>) {
+        let task_id = turn.request.task_id.clone();
         let svc = self.clone();
         // The turn outlives its request: its span is a child of the request's SERVER span
         // (named by the request's traceparent), and the events it publishes carry the turn's
@@ -422,7 +454,6 @@ impl A2aService {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&task_id);
         });
-        rx
     }
 
     async fn run_turn(&self, mut turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
@@ -1084,4 +1115,12 @@ impl Runner<'_> {
             tracing::error!(task_id = %self.task_id(), error = %e, "cannot record the failure");
         }
     }
+}
+
+/// How long a message continuing an interrupted task waits for the task's previous turn to
+/// finish in this process (see `A2aService::start_turn`).
+const FINISHING_TURN_WAIT: Duration = Duration::from_secs(5);
+
+fn already_processing(task_id: &str) -> A2aError {
+    A2aError::UnsupportedOperation(format!("task {task_id} is already processing a message"))
 }
