@@ -85,6 +85,15 @@ enum Verdict {
 fn classify(e: &ClientError) -> Verdict {
     match e {
         ClientError::A2a(a) if a.is_retryable() => Verdict::Retry("unavailable"),
+        // What tonic reports, as INTERNAL, for a response the balancer cut or answered itself:
+        // a stream ended without its trailers (the replica died), or haproxy's own 503 page
+        // where a gRPC message was expected (no replica ready, e.g. while PostgreSQL is down).
+        // The server never said INTERNAL: these are transport failures.
+        ClientError::A2a(a2a_types::A2aError::Internal(m))
+            if m.contains("missing grpc-status trailer") || m.contains("503 Service Unavailable") =>
+        {
+            Verdict::Retry("balancer")
+        }
         ClientError::A2a(_) => Verdict::Final("a2a-error"),
         ClientError::Transport { .. } => Verdict::Retry("transport"),
         // The balancer's own refusals (no replica up for a moment, a replica gone mid-request):
@@ -226,8 +235,13 @@ impl Load {
             handles.push(tokio::spawn(async move {
                 let mut step = i;
                 while !stop.load(Ordering::Relaxed) {
+                    let failed = client.ledger.with(|l| l.failures.len());
                     client.run(CYCLE[step % CYCLE.len()], step).await;
                     step += 1;
+                    // A failed operation is reported once; do not spin on the same failure.
+                    if client.ledger.with(|l| l.failures.len()) > failed {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
                 }
             }));
         }
@@ -434,6 +448,7 @@ impl Client {
         let Some(task) = self.send_keyed(what, req, &key).await else {
             return;
         };
+        self.ack(&task, false);
         let state = state_of(&json!({ "task": task })).to_owned();
         if state != "TASK_STATE_INPUT_REQUIRED" {
             // A turn that failed over may end FAILED (outcome unknown); never anything else.
@@ -441,7 +456,6 @@ impl Client {
                 self.ledger
                     .fail(format!("{what}: input-required turn answered {state}"));
             }
-            self.ack(&task, false);
             return;
         }
         let id = task["id"].as_str().unwrap_or_default().to_owned();
