@@ -11,7 +11,10 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use a2a_bus::BusEvent;
-use a2a_store::{DispatchMark, KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
+use a2a_store::{
+    DispatchMark, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord,
+    UpstreamRef,
+};
 use a2a_types::A2aError;
 use a2a_types::state::{
     can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
@@ -952,13 +955,7 @@ impl Runner<'_> {
         expected_seq: u64,
         changes: Vec<TaskChange>,
     ) -> Result<(), A2aError> {
-        let (events, snapshot) = self
-            .svc
-            .inner
-            .store
-            .append_all(self.task_id(), expected_seq, changes)
-            .await
-            .map_err(|e| store_error(self.task_id(), e))?;
+        let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
         self.svc
@@ -966,6 +963,54 @@ impl Runner<'_> {
             .await;
         self.current = Some((snapshot, last));
         Ok(())
+    }
+
+    /// The turn's write, retried while the store is unreachable (a PostgreSQL restart, a short
+    /// outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then goes on where it was. Failing
+    /// at once would fail the task with a write that cannot be stored either, leaving it
+    /// WORKING on a replica that holds its lease, so never taken over. A retry that finds the
+    /// sequence moved by exactly this write's events found its own earlier attempt, committed
+    /// although its answer was lost (this runner is the task's only writer): it reads it back.
+    async fn append_through_outage(
+        &self,
+        expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
+        let store = &self.svc.inner.store;
+        let written = changes.len() as u64;
+        let deadline = tokio::time::Instant::now() + STORE_OUTAGE_PATIENCE;
+        let mut pause = Duration::from_millis(100);
+        let mut retried = false;
+        loop {
+            match store
+                .append_all(self.task_id(), expected_seq, changes.clone())
+                .await
+            {
+                Ok(done) => return Ok(done),
+                Err(StoreError::Unavailable(e)) if tokio::time::Instant::now() < deadline => {
+                    tracing::warn!(task_id = %self.task_id(), error = %e, "task store unavailable; the turn's write is retried");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(1));
+                    retried = true;
+                }
+                Err(StoreError::Conflict { actual, .. })
+                    if retried && actual == expected_seq + written =>
+                {
+                    let owner = &self.turn.owner;
+                    let events = store
+                        .events_after(owner, self.task_id(), expected_seq)
+                        .await
+                        .map_err(|e| store_error(self.task_id(), e))?;
+                    let rec = store
+                        .get(owner, self.task_id(), None)
+                        .await
+                        .map_err(|e| store_error(self.task_id(), e))?
+                        .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
+                    return Ok((events, rec.task));
+                }
+                Err(e) => return Err(store_error(self.task_id(), e)),
+            }
+        }
     }
 
     /// Stages `event` for the next write. Events an agent produces in a burst (an echo's whole
@@ -1116,6 +1161,10 @@ impl Runner<'_> {
         }
     }
 }
+
+/// How long a turn waits for an unreachable task store before its write fails (see
+/// `Runner::append_through_outage`); longer than a database restart or failover.
+const STORE_OUTAGE_PATIENCE: Duration = Duration::from_secs(60);
 
 /// How long a message continuing an interrupted task waits for the task's previous turn to
 /// finish in this process (see `A2aService::start_turn`).
