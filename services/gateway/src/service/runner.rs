@@ -146,7 +146,7 @@ impl A2aService {
             First::Message(m) => send_message_response::Payload::Message(m),
             First::Task { mut task, seq } => {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
-                    let events = self.follow_from(ctx, &task_id, seq, bus);
+                    let events = self.follow_blocking(ctx, &task_id, seq, bus);
                     let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
                     // On timeout the caller gets the task as it is; it keeps running.
                     if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await
@@ -604,13 +604,39 @@ impl A2aService {
         after_seq: u64,
         bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
     ) -> EventStream {
+        self.follow_until(ctx, task_id, after_seq, bus, self.inner.shutdown.clone())
+    }
+
+    /// What a blocking send waits on: like [`follow_from`](Self::follow_from), but it does not
+    /// end at shutdown. A stream ends there (its client resumes elsewhere), while a blocking
+    /// send cut short would answer a task that has not settled as if it had; its turn is
+    /// drained anyway, so the send answers once the turn settles (or the process exits at the
+    /// drain bound, and a client with an `Idempotency-Key` retries on another replica).
+    pub(super) fn follow_blocking(
+        &self,
+        ctx: &RequestContext,
+        task_id: &str,
+        after_seq: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+    ) -> EventStream {
+        self.follow_until(ctx, task_id, after_seq, bus, CancellationToken::new())
+    }
+
+    fn follow_until(
+        &self,
+        ctx: &RequestContext,
+        task_id: &str,
+        after_seq: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+        shutdown: CancellationToken,
+    ) -> EventStream {
         Follow {
             store: self.inner.store.clone(),
             bus,
             owner: ctx.owner.clone(),
             task_id: task_id.to_owned(),
             after_seq,
-            shutdown: self.inner.shutdown.clone(),
+            shutdown,
             watch: self.inner.watch.clone(),
         }
         .into_stream()
