@@ -39,3 +39,12 @@ async fn upstream_hangs_then_dies() {
 async fn every_fault_in_sequence() {
     run_scenario("all in sequence", faults::all_in_sequence).await;
 }
+
+/// The soak (README, *Reliability*): `A2A_SYSTEM_LONG=1 cargo nextest run -p a2a-system-tests
+/// --run-ignored all` (5 minutes of load; `A2A_SYSTEM_SOAK_SECS` to change): the replicas' RSS
+/// and open descriptors stay flat and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "the soak runs in the long mode: A2A_SYSTEM_LONG=1 ... --run-ignored all"]
+async fn soak_keeps_memory_and_descriptors_flat() {
+    a2a_system_tests::soak().await;
+}

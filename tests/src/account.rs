@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use a2a_testing::receiver::{Received, describe, task_id_of};
 use a2a_store::{PgOptions, PgTaskStore, TaskStore};
+use a2a_testing::receiver::{Received, describe, task_id_of};
 use sqlx::Row;
 
 use crate::load::{LedgerInner, is_terminal, state_of};
@@ -176,9 +176,10 @@ pub async fn account(scenario: &str, top: &Topology, ledger: &LedgerInner) -> Re
         }
         let seqs: Vec<u64> = t.events.iter().map(|e| e.0).collect();
         if seqs != (1..=t.seq).collect::<Vec<_>>() {
-            report
-                .lost
-                .push(format!("task {id}: event log {seqs:?} is not 1..={}", t.seq));
+            report.lost.push(format!(
+                "task {id}: event log {seqs:?} is not 1..={}",
+                t.seq
+            ));
         }
         if !acked.contains_key(id.as_str()) {
             report.lost.push(format!(
@@ -201,9 +202,9 @@ pub async fn account(scenario: &str, top: &Topology, ledger: &LedgerInner) -> Re
                 .push(format!("acknowledged task {id} ended in state {}", t.state));
         }
         if !is_terminal(&state_name(last)) {
-            report
-                .lost
-                .push(format!("task {id}: the log ends with {last:?}, not a terminal state"));
+            report.lost.push(format!(
+                "task {id}: the log ends with {last:?}, not a terminal state"
+            ));
         }
         if *push {
             report.pushed += 1;
@@ -229,9 +230,10 @@ pub async fn account(scenario: &str, top: &Topology, ledger: &LedgerInner) -> Re
         report.duplicates += f.duplicates;
         report.resumed += f.resumes;
         let Some(t) = tasks.get(&f.task_id) else {
-            report
-                .lost
-                .push(format!("followed task {} is not in the database", f.task_id));
+            report.lost.push(format!(
+                "followed task {} is not in the database",
+                f.task_id
+            ));
             continue;
         };
         let log: BTreeMap<u64, &String> = t.events.iter().map(|(s, d)| (*s, d)).collect();

@@ -90,7 +90,8 @@ fn classify(e: &ClientError) -> Verdict {
         // where a gRPC message was expected (no replica ready, e.g. while PostgreSQL is down).
         // The server never said INTERNAL: these are transport failures.
         ClientError::A2a(a2a_types::A2aError::Internal(m))
-            if m.contains("missing grpc-status trailer") || m.contains("503 Service Unavailable") =>
+            if m.contains("missing grpc-status trailer")
+                || m.contains("503 Service Unavailable") =>
         {
             Verdict::Retry("balancer")
         }
@@ -128,7 +129,10 @@ pub fn state_of(v: &Value) -> &str {
 pub fn is_terminal(state: &str) -> bool {
     matches!(
         state,
-        "TASK_STATE_COMPLETED" | "TASK_STATE_FAILED" | "TASK_STATE_CANCELED" | "TASK_STATE_REJECTED"
+        "TASK_STATE_COMPLETED"
+            | "TASK_STATE_FAILED"
+            | "TASK_STATE_CANCELED"
+            | "TASK_STATE_REJECTED"
     )
 }
 
@@ -325,7 +329,8 @@ impl Client {
             .await?;
         let v = json_of(&answer);
         let Some(id) = v["task"]["id"].as_str() else {
-            self.ledger.fail(format!("{what}: answered without a task: {v}"));
+            self.ledger
+                .fail(format!("{what}: answered without a task: {v}"));
             return None;
         };
         self.ledger.with(|l| {
@@ -392,7 +397,11 @@ impl Client {
                         return;
                     }
                     if attempt == 1 {
-                        let seq = first.id.as_deref().and_then(|s| s.parse().ok()).unwrap_or(1);
+                        let seq = first
+                            .id
+                            .as_deref()
+                            .and_then(|s| s.parse().ok())
+                            .unwrap_or(1);
                         rec.events.push((seq, describe(&v)));
                         break (v["task"].clone(), Some(stream));
                     }
@@ -415,10 +424,15 @@ impl Client {
             tokio::time::sleep(Duration::from_millis(200)).await;
         };
         let id = task["id"].as_str().unwrap_or_default().to_owned();
-        self.ledger.with(|l| l.keys.entry(key).or_default().insert(id.clone()));
+        self.ledger
+            .with(|l| l.keys.entry(key).or_default().insert(id.clone()));
         rec.task_id = id;
-        self.follow(what, &self.a2a, self.kind, stream, &mut rec).await;
-        self.ack(&json!({"id": rec.task_id, "status": {"state": rec_state(&rec)}}), false);
+        self.follow(what, &self.a2a, self.kind, stream, &mut rec)
+            .await;
+        self.ack(
+            &json!({"id": rec.task_id, "status": {"state": rec_state(&rec)}}),
+            false,
+        );
         self.ledger.with(|l| l.followed.push(rec));
     }
 
@@ -569,7 +583,8 @@ impl Client {
                         Ok(Some(Err(e))) => {
                             if let Verdict::Final(k) = classify(&e) {
                                 self.ledger.error(k);
-                                self.ledger.fail(format!("{what}: stream of {}: {e}", rec.task_id));
+                                self.ledger
+                                    .fail(format!("{what}: stream of {}: {e}", rec.task_id));
                                 return;
                             }
                             self.ledger.error("stream-error");

@@ -146,10 +146,13 @@ pub async fn wait_ready(proc: &mut Proc, url: &str, limit: Duration) {
     }
 }
 
-/// A free port on 127.0.0.1 (the processes are restarted on the same ports).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+/// `n` distinct free ports on 127.0.0.1 (the processes are restarted on the same ports): all
+/// are held until every one is chosen, so no two are the same.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("a free port"))
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().expect("a bound address").port())
+        .collect()
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use a2a_testing::receiver::Receiver;
 use a2a_testing::{PgServer, RedisServer, TestDatabase};
 
-use crate::process::{Proc, free_port, wait_ready};
+use crate::process::{Proc, free_ports, wait_ready};
 
 /// How long a replica has to stop after SIGTERM (its drain bound is 10 s).
 pub const STOP_LIMIT: Duration = Duration::from_secs(30);
@@ -41,9 +41,14 @@ pub fn bin_dir() -> &'static Path {
             .parent()
             .expect("the workspace root");
         let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(root)
-            .env("CARGO_TARGET_DIR", target)
-            .args(["build", "--quiet", "-p", "a2a-gateway", "-p", "a2a-worker"]);
+        cmd.current_dir(root).env("CARGO_TARGET_DIR", target).args([
+            "build",
+            "--quiet",
+            "-p",
+            "a2a-gateway",
+            "-p",
+            "a2a-worker",
+        ]);
         if profile != "debug" {
             cmd.args(["--profile", &profile]);
         }
@@ -112,6 +117,7 @@ pub struct Topology {
     pub replicas: Vec<Proc>,
     pub replica_ports: Vec<Ports>,
     pub workers: Vec<Proc>,
+    worker_ports: Vec<u16>,
     pub haproxy: Option<Proc>,
     pub lb_port: u16,
     key: PathBuf,
@@ -160,14 +166,16 @@ impl Topology {
         let key = dir.join("push.pem");
         std::fs::write(&key, &key_pem.stdout).unwrap();
 
-        let upstream_port = free_port();
-        let lb_port = free_port();
+        let ports = free_ports(10);
+        let (upstream_port, lb_port) = (ports[0], ports[1]);
+        let worker_ports = vec![ports[2], ports[3]];
         let config = dir.join("gateway.toml");
         std::fs::write(&config, gateway_config(upstream_port)).unwrap();
-        let replica_ports: Vec<Ports> = (0..3)
-            .map(|_| Ports {
-                public: free_port(),
-                admin: free_port(),
+        let replica_ports: Vec<Ports> = ports[4..]
+            .chunks(2)
+            .map(|p| Ports {
+                public: p[0],
+                admin: p[1],
             })
             .collect();
         std::fs::write(
@@ -187,6 +195,7 @@ impl Topology {
             replicas: Vec::new(),
             replica_ports,
             workers: Vec::new(),
+            worker_ports,
             haproxy: None,
             lb_port,
             key,
@@ -205,7 +214,7 @@ impl Topology {
             top.workers.push(w);
         }
         for i in 0..2 {
-            let url = format!("http://127.0.0.1:{}/healthz", worker_port(&top.dir, i));
+            let url = format!("http://127.0.0.1:{}/healthz", top.worker_ports[i]);
             wait_ready(&mut top.workers[i], &url, READY_LIMIT).await;
         }
         top.haproxy = Some(top.spawn_haproxy());
@@ -258,7 +267,7 @@ impl Topology {
             )
             .env(
                 "A2A_WORKER_LISTEN",
-                format!("127.0.0.1:{}", worker_port(&self.dir, i)),
+                format!("127.0.0.1:{}", self.worker_ports[i]),
             )
             .env("A2A_WORKER_NAME", format!("worker-{}", i + 1))
             // A dead worker's entries and tasks are taken over within seconds, not a minute.
@@ -303,7 +312,10 @@ impl Topology {
             assert!(
                 std::time::Instant::now() < deadline,
                 "haproxy routes to {seen:?} only:\n{}",
-                self.haproxy.as_ref().map(|h| h.tail(20)).unwrap_or_default()
+                self.haproxy
+                    .as_ref()
+                    .map(|h| h.tail(20))
+                    .unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -338,7 +350,7 @@ impl Topology {
 
     pub async fn restart_worker(&mut self, i: usize) {
         self.workers[i] = self.spawn_worker(i);
-        let url = format!("http://127.0.0.1:{}/healthz", worker_port(&self.dir, i));
+        let url = format!("http://127.0.0.1:{}/healthz", self.worker_ports[i]);
         wait_ready(&mut self.workers[i], &url, READY_LIMIT).await;
     }
 
@@ -408,19 +420,6 @@ fn base_env() -> Vec<(String, String)> {
     env
 }
 
-/// Worker `i`'s metrics port, fixed for the run (kept in a file of the run's directory).
-fn worker_port(dir: &Path, i: usize) -> u16 {
-    let path = dir.join(format!("worker-{}.port", i + 1));
-    if let Ok(text) = std::fs::read_to_string(&path)
-        && let Ok(port) = text.trim().parse()
-    {
-        return port;
-    }
-    let port = free_port();
-    std::fs::write(&path, port.to_string()).unwrap();
-    port
-}
-
 /// The scripted upstream: an embedded gateway (in-memory store) whose default agent is
 /// `scenario`, so a script in the message decides what each upstream task does.
 fn upstream_command(dir: &Path, port: u16) -> Command {
@@ -473,9 +472,7 @@ pub fn haproxy_config(lb_port: u16, replicas: &[Ports]) -> String {
         if trimmed.starts_with("bind ") {
             out.push_str(&format!("    bind 127.0.0.1:{lb_port}\n"));
         } else if trimmed.starts_with("default-server ") {
-            out.push_str(
-                "    default-server inter 200ms fall 2 rise 1 check-proto h1 proto h2\n",
-            );
+            out.push_str("    default-server inter 200ms fall 2 rise 1 check-proto h1 proto h2\n");
         } else if trimmed.starts_with("server-template ") {
             for (i, p) in replicas.iter().enumerate() {
                 out.push_str(&format!(

@@ -186,7 +186,14 @@ impl RedisServer {
     pub fn start_again(&self) -> Result<(), String> {
         let bin = std::env::var("A2A_TEST_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
         let persistence: &[&str] = if self.aof {
-            &["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]
         } else {
             &["--save", "", "--appendonly", "no"]
         };

@@ -210,7 +210,11 @@ impl RedisEventBus {
     /// Remembers `event` as its task's last unpublished one and makes sure a republisher runs.
     fn keep_unpublished(&self, event: BusEvent) {
         {
-            let mut pending = self.shared.unpublished.lock().unwrap_or_else(|e| e.into_inner());
+            let mut pending = self
+                .shared
+                .unpublished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             let newer = pending
                 .get(&event.task_id)
                 .is_none_or(|p| p.seq < event.seq);
@@ -228,19 +232,34 @@ impl RedisEventBus {
         loop {
             tokio::time::sleep(REPUBLISH_INTERVAL).await;
             let batch: Vec<BusEvent> = {
-                let pending = self.shared.unpublished.lock().unwrap_or_else(|e| e.into_inner());
+                let pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
                 pending.values().cloned().collect()
             };
             for event in batch {
                 if self.append(&event).await.is_err() {
                     break;
                 }
-                let mut pending = self.shared.unpublished.lock().unwrap_or_else(|e| e.into_inner());
-                if pending.get(&event.task_id).is_some_and(|p| p.seq <= event.seq) {
+                let mut pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if pending
+                    .get(&event.task_id)
+                    .is_some_and(|p| p.seq <= event.seq)
+                {
                     pending.remove(&event.task_id);
                 }
             }
-            let pending = self.shared.unpublished.lock().unwrap_or_else(|e| e.into_inner());
+            let pending = self
+                .shared
+                .unpublished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             if pending.is_empty() {
                 // Cleared under the lock: a failure after this starts a new republisher.
                 self.shared.republishing.store(false, Ordering::SeqCst);
@@ -343,8 +362,15 @@ impl EventBus for RedisEventBus {
     async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
         match self.append(&event).await {
             Ok(()) => {
-                let mut pending = self.shared.unpublished.lock().unwrap_or_else(|e| e.into_inner());
-                if pending.get(&event.task_id).is_some_and(|p| p.seq <= event.seq) {
+                let mut pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if pending
+                    .get(&event.task_id)
+                    .is_some_and(|p| p.seq <= event.seq)
+                {
                     pending.remove(&event.task_id);
                 }
                 Ok(())

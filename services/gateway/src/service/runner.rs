@@ -12,8 +12,7 @@ use tracing::Instrument;
 
 use a2a_bus::BusEvent;
 use a2a_store::{
-    DispatchMark, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord,
-    UpstreamRef,
+    DispatchMark, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord, UpstreamRef,
 };
 use a2a_types::A2aError;
 use a2a_types::state::{
