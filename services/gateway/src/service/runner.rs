@@ -867,11 +867,14 @@ impl Runner<'_> {
                 ..cfg.clone()
             };
             let quota = self.svc.push_quota();
-            registered = store
-                .put_push_config(&self.turn.owner, cfg, quota)
-                .await
-                .map(|_| ())
-                .map_err(|e| store_error(&req.task_id, e));
+            // The config's id is fixed above, so a retry replaces what an attempt stored.
+            registered = through_outage(&req.task_id, || {
+                store.put_push_config(&self.turn.owner, cfg.clone(), quota)
+            })
+            .await
+            .0
+            .map(|_| ())
+            .map_err(|e| store_error(&req.task_id, e));
         }
         let last = events.len() as u64;
         self.svc
@@ -1003,38 +1006,28 @@ impl Runner<'_> {
     ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
         let store = &self.svc.inner.store;
         let written = changes.len() as u64;
-        let deadline = tokio::time::Instant::now() + STORE_OUTAGE_PATIENCE;
-        let mut pause = Duration::from_millis(100);
-        let mut retried = false;
-        loop {
-            match store
-                .append_all(self.task_id(), expected_seq, changes.clone())
-                .await
+        let (result, retried) = through_outage(self.task_id(), || {
+            store.append_all(self.task_id(), expected_seq, changes.clone())
+        })
+        .await;
+        match result {
+            Ok(done) => Ok(done),
+            Err(StoreError::Conflict { actual, .. })
+                if retried && actual == expected_seq + written =>
             {
-                Ok(done) => return Ok(done),
-                Err(StoreError::Unavailable(e)) if tokio::time::Instant::now() < deadline => {
-                    tracing::warn!(task_id = %self.task_id(), error = %e, "task store unavailable; the turn's write is retried");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_secs(1));
-                    retried = true;
-                }
-                Err(StoreError::Conflict { actual, .. })
-                    if retried && actual == expected_seq + written =>
-                {
-                    let owner = &self.turn.owner;
-                    let events = store
-                        .events_after(owner, self.task_id(), expected_seq)
-                        .await
-                        .map_err(|e| store_error(self.task_id(), e))?;
-                    let rec = store
-                        .get(owner, self.task_id(), None)
-                        .await
-                        .map_err(|e| store_error(self.task_id(), e))?
-                        .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
-                    return Ok((events, rec.task));
-                }
-                Err(e) => return Err(store_error(self.task_id(), e)),
+                let owner = &self.turn.owner;
+                let events = store
+                    .events_after(owner, self.task_id(), expected_seq)
+                    .await
+                    .map_err(|e| store_error(self.task_id(), e))?;
+                let rec = store
+                    .get(owner, self.task_id(), None)
+                    .await
+                    .map_err(|e| store_error(self.task_id(), e))?
+                    .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
+                Ok((events, rec.task))
             }
+            Err(e) => Err(store_error(self.task_id(), e)),
         }
     }
 
@@ -1190,6 +1183,29 @@ impl Runner<'_> {
 /// How long a turn waits for an unreachable task store before its write fails (see
 /// `Runner::append_through_outage`); longer than a database restart or failover.
 const STORE_OUTAGE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs a turn's store call, retrying it while the store is unreachable (a PostgreSQL restart,
+/// a short outage) for up to [`STORE_OUTAGE_PATIENCE`]; the result, and whether it was retried.
+async fn through_outage<T, F, Fut>(task_id: &str, mut call: F) -> (Result<T, StoreError>, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_OUTAGE_PATIENCE;
+    let mut pause = Duration::from_millis(100);
+    let mut retried = false;
+    loop {
+        match call().await {
+            Err(StoreError::Unavailable(e)) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(task_id, error = %e, "task store unavailable; the turn's write is retried");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                retried = true;
+            }
+            other => return (other, retried),
+        }
+    }
+}
 
 /// How long a message continuing an interrupted task waits for the task's previous turn to
 /// finish in this process (see `A2aService::start_turn`).
