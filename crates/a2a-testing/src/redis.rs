@@ -95,15 +95,28 @@ fn shared_private_server() -> Result<Arc<RedisServer>, String> {
 }
 
 /// A private `redis-server` in a temporary directory on a free loopback port, without
-/// persistence. Stopped by its PID and deleted on drop.
+/// persistence unless started with [`start_with_aof`](Self::start_with_aof). Stopped by its PID
+/// and deleted on drop.
 pub struct RedisServer {
     root: PathBuf,
     port: u16,
+    /// The append-only file is on (`appendfsync always`), so a restart keeps every write.
+    aof: bool,
     child: Mutex<Option<Child>>,
 }
 
 impl RedisServer {
     pub fn start() -> Result<Self, String> {
+        Self::start_persistent(false)
+    }
+
+    /// A server with the append-only file on, fsynced on every write: what a deployment runs
+    /// (docker-compose.yml's Redis), so [`restart`](Self::restart) loses nothing.
+    pub fn start_with_aof() -> Result<Self, String> {
+        Self::start_persistent(true)
+    }
+
+    fn start_persistent(aof: bool) -> Result<Self, String> {
         let root =
             std::env::temp_dir().join(format!("a2a-redis-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&root)
@@ -114,6 +127,7 @@ impl RedisServer {
             let server = Self {
                 root: root.clone(),
                 port: crate::free_port()?,
+                aof,
                 child: Mutex::new(None),
             };
             match server.start_again() {
@@ -134,7 +148,7 @@ impl RedisServer {
     }
 
     /// Kills this server (by its PID) and waits for it; [`start_again`](Self::start_again)
-    /// brings it back, empty, on the same port.
+    /// brings it back on the same port, empty unless the append-only file is on.
     pub fn stop(&self) -> Result<(), String> {
         let mut child = self.child.lock().map_err(|_| "lock poisoned".to_owned())?;
         if let Some(mut c) = child.take() {
@@ -145,11 +159,47 @@ impl RedisServer {
         Ok(())
     }
 
+    /// Graceful stop (SIGTERM: the server flushes its append-only file and exits), waited for.
+    pub fn terminate(&self) -> Result<(), String> {
+        let mut child = self.child.lock().map_err(|_| "lock poisoned".to_owned())?;
+        if let Some(mut c) = child.take() {
+            let sent = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status()
+                .map_err(|e| format!("cannot signal redis-server: {e}"))?;
+            if !sent.success() {
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        Ok(())
+    }
+
+    /// [`terminate`](Self::terminate), then [`start_again`](Self::start_again) on the same port
+    /// and directory (with AOF on, with the same data).
+    pub fn restart(&self) -> Result<(), String> {
+        self.terminate()?;
+        self.start_again()
+    }
+
     pub fn start_again(&self) -> Result<(), String> {
         let bin = std::env::var("A2A_TEST_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
+        let persistence: &[&str] = if self.aof {
+            &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ]
+        } else {
+            &["--save", "", "--appendonly", "no"]
+        };
         let child = Command::new(&bin)
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
+            .args(persistence)
             .current_dir(&self.root)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

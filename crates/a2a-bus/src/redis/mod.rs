@@ -20,7 +20,7 @@
 //! re-reads the event log; the reader reconnects with backoff.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -64,6 +64,11 @@ const CONTROL_MAXLEN: usize = 1000;
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// Tasks whose last unpublished event the bus keeps for republishing (bounds the memory of a
+/// long outage; beyond it, new tasks' events are left to the event log).
+const MAX_UNPUBLISHED: usize = 100_000;
+/// How often kept events are tried again while Redis is unreachable.
+const REPUBLISH_INTERVAL: Duration = Duration::from_millis(500);
 
 /// A Redis stream id, `ms-seq`, compared numerically.
 type StreamId = (u64, u64);
@@ -92,6 +97,11 @@ struct Shared {
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
+    /// The last event of each task whose publish failed (Redis unreachable), republished once
+    /// Redis answers again (see [`RedisEventBus::publish`]).
+    unpublished: Mutex<HashMap<String, BusEvent>>,
+    /// Whether a republisher task runs.
+    republishing: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -123,6 +133,8 @@ impl RedisEventBus {
             registry: Mutex::default(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
+            unpublished: Mutex::default(),
+            republishing: AtomicBool::new(false),
         });
         let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
         Ok(Self {
@@ -151,6 +163,109 @@ impl RedisEventBus {
 
     fn task_key(&self, task_id: &str) -> String {
         task_key(&self.shared.prefix, task_id)
+    }
+
+    /// Appends `event` to its task's stream and to `{prefix}events`, in one pipeline.
+    async fn append(&self, event: &BusEvent) -> Result<(), BusError> {
+        let key = self.task_key(&event.task_id);
+        let body = encode(&event.event);
+        let seq = event.seq.to_string();
+        let mut fields: Vec<(&str, &[u8])> = vec![
+            ("t", event.task_id.as_bytes()),
+            ("s", seq.as_bytes()),
+            ("e", &body),
+        ];
+        if let Some(tp) = &event.trace {
+            fields.push(("tp", tp.as_bytes()));
+        }
+        let ttl = match event_state(&event.event).is_some_and(is_terminal) {
+            true => TERMINAL_TASK_TTL_SECS,
+            false => TASK_TTL_SECS,
+        };
+        let mut pipe = redis::pipe();
+        pipe.cmd("XADD")
+            .arg(&key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(TASK_MAXLEN)
+            .arg("*")
+            .arg(&fields[..])
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(&key)
+            .arg(ttl)
+            .ignore()
+            .cmd("XADD")
+            .arg(events_key(&self.shared.prefix))
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(EVENTS_MAXLEN)
+            .arg("*")
+            .arg(&fields[..])
+            .ignore();
+        let mut conn = self.conn().await?;
+        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    /// Remembers `event` as its task's last unpublished one and makes sure a republisher runs.
+    fn keep_unpublished(&self, event: BusEvent) {
+        {
+            let mut pending = self
+                .shared
+                .unpublished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let newer = pending
+                .get(&event.task_id)
+                .is_none_or(|p| p.seq < event.seq);
+            if newer && (pending.len() < MAX_UNPUBLISHED || pending.contains_key(&event.task_id)) {
+                pending.insert(event.task_id.clone(), event);
+            }
+        }
+        if !self.shared.republishing.swap(true, Ordering::SeqCst) {
+            tokio::spawn(self.clone().republish());
+        }
+    }
+
+    /// Until nothing is left: every [`REPUBLISH_INTERVAL`], publishes the kept events again.
+    async fn republish(self) {
+        loop {
+            tokio::time::sleep(REPUBLISH_INTERVAL).await;
+            let batch: Vec<BusEvent> = {
+                let pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                pending.values().cloned().collect()
+            };
+            for event in batch {
+                if self.append(&event).await.is_err() {
+                    break;
+                }
+                let mut pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if pending
+                    .get(&event.task_id)
+                    .is_some_and(|p| p.seq <= event.seq)
+                {
+                    pending.remove(&event.task_id);
+                }
+            }
+            let pending = self
+                .shared
+                .unpublished
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if pending.is_empty() {
+                // Cleared under the lock: a failure after this starts a new republisher.
+                self.shared.republishing.store(false, Ordering::SeqCst);
+                return;
+            }
+        }
     }
 
     /// Number of tasks with local subscribers (for tests and metrics).
@@ -237,45 +352,34 @@ fn decode(entry: &redis::streams::StreamId) -> Option<BusEvent> {
 
 #[async_trait]
 impl EventBus for RedisEventBus {
+    /// Publishes a committed event. When Redis does not take it, the caller's followers fall
+    /// back to the event log, but the push worker, which learns of events only from
+    /// `{prefix}events`, would never hear of a task whose last events were all committed
+    /// during the outage. So the bus keeps the last unpublished event of each task and
+    /// republishes it once Redis answers again (or drops it when a later event of the task is
+    /// published): from that entry the worker reads whatever it missed from the event log.
+    /// What is kept is lost if this process dies during the outage.
     async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
-        let key = self.task_key(&event.task_id);
-        let body = encode(&event.event);
-        let seq = event.seq.to_string();
-        let mut fields: Vec<(&str, &[u8])> = vec![
-            ("t", event.task_id.as_bytes()),
-            ("s", seq.as_bytes()),
-            ("e", &body),
-        ];
-        if let Some(tp) = &event.trace {
-            fields.push(("tp", tp.as_bytes()));
+        match self.append(&event).await {
+            Ok(()) => {
+                let mut pending = self
+                    .shared
+                    .unpublished
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                if pending
+                    .get(&event.task_id)
+                    .is_some_and(|p| p.seq <= event.seq)
+                {
+                    pending.remove(&event.task_id);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.keep_unpublished(event);
+                Err(e)
+            }
         }
-        let ttl = match event_state(&event.event).is_some_and(is_terminal) {
-            true => TERMINAL_TASK_TTL_SECS,
-            false => TASK_TTL_SECS,
-        };
-        let mut pipe = redis::pipe();
-        pipe.cmd("XADD")
-            .arg(&key)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(TASK_MAXLEN)
-            .arg("*")
-            .arg(&fields[..])
-            .ignore()
-            .cmd("EXPIRE")
-            .arg(&key)
-            .arg(ttl)
-            .ignore()
-            .cmd("XADD")
-            .arg(events_key(&self.shared.prefix))
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(EVENTS_MAXLEN)
-            .arg("*")
-            .arg(&fields[..])
-            .ignore();
-        let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
     }
 
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {

@@ -249,7 +249,7 @@ impl A2aService {
         let rec = self.keyed_task(ctx, task_id).await?;
         let mut task = rec.task;
         if !opts.return_immediately && !is_settled(state_of(&task)) {
-            let events = self.follow_from(ctx, task_id, rec.seq, bus);
+            let events = self.follow_blocking(ctx, task_id, rec.seq, bus);
             let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
             if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await {
                 result?;

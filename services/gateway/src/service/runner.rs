@@ -11,7 +11,9 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use a2a_bus::BusEvent;
-use a2a_store::{DispatchMark, KeyRequest, NewTask, TaskChange, TaskRecord, UpstreamRef};
+use a2a_store::{
+    DispatchMark, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord, UpstreamRef,
+};
 use a2a_types::A2aError;
 use a2a_types::state::{
     can_transition, is_interrupted, is_settled, is_terminal, state_of, trim_history,
@@ -145,7 +147,7 @@ impl A2aService {
             First::Message(m) => send_message_response::Payload::Message(m),
             First::Task { mut task, seq } => {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
-                    let events = self.follow_from(ctx, &task_id, seq, bus);
+                    let events = self.follow_blocking(ctx, &task_id, seq, bus);
                     let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
                     // On timeout the caller gets the task as it is; it keeps running.
                     if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await
@@ -398,16 +400,48 @@ impl A2aService {
     pub(super) fn start_turn(&self, turn: Turn) -> oneshot::Receiver<Result<First, A2aError>> {
         let (tx, rx) = oneshot::channel();
         let task_id = turn.request.task_id.clone();
-        {
-            let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
-            if running.contains_key(&task_id) {
-                let _ = tx.send(Err(A2aError::UnsupportedOperation(format!(
-                    "task {task_id} is already processing a message"
-                ))));
-                return rx;
-            }
-            running.insert(task_id.clone(), turn.cancel.clone());
+        if self.claim_turn(&task_id, &turn) {
+            self.spawn_turn(turn, tx);
+            return rx;
         }
+        if turn.continues.is_none() {
+            let _ = tx.send(Err(already_processing(&task_id)));
+            return rx;
+        }
+        // A message that continues an interrupted task, whose previous turn is still finishing:
+        // that turn has committed its interrupted state (the caller may already have it), and
+        // only its publish and bookkeeping remain, which take longer while Redis is unreachable.
+        // Waiting for it here, instead of refusing, keeps the message from failing for a turn
+        // the caller has seen end. A turn that truly runs on (another message won the race)
+        // still gets the refusal, and the sequence guard stops any stale write.
+        let svc = self.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + FINISHING_TURN_WAIT;
+            while !svc.claim_turn(&task_id, &turn) {
+                if tokio::time::Instant::now() >= deadline {
+                    let _ = tx.send(Err(already_processing(&task_id)));
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            svc.spawn_turn(turn, tx);
+        });
+        rx
+    }
+
+    /// Marks `turn`'s task as running in this process; false when a turn of it already runs.
+    fn claim_turn(&self, task_id: &str, turn: &Turn) -> bool {
+        let mut running = self.inner.running.lock().unwrap_or_else(|e| e.into_inner());
+        if running.contains_key(task_id) {
+            return false;
+        }
+        running.insert(task_id.to_owned(), turn.cancel.clone());
+        true
+    }
+
+    /// Runs a claimed turn in a task of its own, which releases the claim when the turn ends.
+    fn spawn_turn(&self, turn: Turn, tx: oneshot::Sender<Result<First, A2aError>>) {
+        let task_id = turn.request.task_id.clone();
         let svc = self.clone();
         // The turn outlives its request: its span is a child of the request's SERVER span
         // (named by the request's traceparent), and the events it publishes carry the turn's
@@ -425,7 +459,6 @@ impl A2aService {
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&task_id);
         });
-        rx
     }
 
     async fn run_turn(&self, mut turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
@@ -573,13 +606,39 @@ impl A2aService {
         after_seq: u64,
         bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
     ) -> EventStream {
+        self.follow_until(ctx, task_id, after_seq, bus, self.inner.shutdown.clone())
+    }
+
+    /// What a blocking send waits on: like [`follow_from`](Self::follow_from), but it does not
+    /// end at shutdown. A stream ends there (its client resumes elsewhere), while a blocking
+    /// send cut short would answer a task that has not settled as if it had; its turn is
+    /// drained anyway, so the send answers once the turn settles (or the process exits at the
+    /// drain bound, and a client with an `Idempotency-Key` retries on another replica).
+    pub(super) fn follow_blocking(
+        &self,
+        ctx: &RequestContext,
+        task_id: &str,
+        after_seq: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+    ) -> EventStream {
+        self.follow_until(ctx, task_id, after_seq, bus, CancellationToken::new())
+    }
+
+    fn follow_until(
+        &self,
+        ctx: &RequestContext,
+        task_id: &str,
+        after_seq: u64,
+        bus: futures::stream::BoxStream<'static, a2a_bus::BusItem>,
+        shutdown: CancellationToken,
+    ) -> EventStream {
         Follow {
             store: self.inner.store.clone(),
             bus,
             owner: ctx.owner.clone(),
             task_id: task_id.to_owned(),
             after_seq,
-            shutdown: self.inner.shutdown.clone(),
+            shutdown,
             watch: self.inner.watch.clone(),
         }
         .into_stream()
@@ -811,11 +870,15 @@ impl Runner<'_> {
                 ..cfg.clone()
             };
             let quota = self.svc.push_quota();
-            registered = store
-                .put_push_config(&self.turn.owner, cfg, self.turn.dialect, quota)
-                .await
-                .map(|_| ())
-                .map_err(|e| store_error(&req.task_id, e));
+            // The config's id is fixed above, so a retry replaces what an attempt stored.
+            let dialect = self.turn.dialect;
+            registered = through_outage(&req.task_id, || {
+                store.put_push_config(&self.turn.owner, cfg.clone(), dialect, quota)
+            })
+            .await
+            .0
+            .map(|_| ())
+            .map_err(|e| store_error(&req.task_id, e));
         }
         let last = events.len() as u64;
         self.svc
@@ -924,13 +987,7 @@ impl Runner<'_> {
         expected_seq: u64,
         changes: Vec<TaskChange>,
     ) -> Result<(), A2aError> {
-        let (events, snapshot) = self
-            .svc
-            .inner
-            .store
-            .append_all(self.task_id(), expected_seq, changes)
-            .await
-            .map_err(|e| store_error(self.task_id(), e))?;
+        let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
         self.svc
@@ -938,6 +995,44 @@ impl Runner<'_> {
             .await;
         self.current = Some((snapshot, last));
         Ok(())
+    }
+
+    /// The turn's write, retried while the store is unreachable (a PostgreSQL restart, a short
+    /// outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then goes on where it was. Failing
+    /// at once would fail the task with a write that cannot be stored either, leaving it
+    /// WORKING on a replica that holds its lease, so never taken over. A retry that finds the
+    /// sequence moved by exactly this write's events found its own earlier attempt, committed
+    /// although its answer was lost (this runner is the task's only writer): it reads it back.
+    async fn append_through_outage(
+        &self,
+        expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
+        let store = &self.svc.inner.store;
+        let written = changes.len() as u64;
+        let (result, retried) = through_outage(self.task_id(), || {
+            store.append_all(self.task_id(), expected_seq, changes.clone())
+        })
+        .await;
+        match result {
+            Ok(done) => Ok(done),
+            Err(StoreError::Conflict { actual, .. })
+                if retried && actual == expected_seq + written =>
+            {
+                let owner = &self.turn.owner;
+                let events = store
+                    .events_after(owner, self.task_id(), expected_seq)
+                    .await
+                    .map_err(|e| store_error(self.task_id(), e))?;
+                let rec = store
+                    .get(owner, self.task_id(), None)
+                    .await
+                    .map_err(|e| store_error(self.task_id(), e))?
+                    .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
+                Ok((events, rec.task))
+            }
+            Err(e) => Err(store_error(self.task_id(), e)),
+        }
     }
 
     /// Stages `event` for the next write. Events an agent produces in a burst (an echo's whole
@@ -1087,4 +1182,39 @@ impl Runner<'_> {
             tracing::error!(task_id = %self.task_id(), error = %e, "cannot record the failure");
         }
     }
+}
+
+/// How long a turn waits for an unreachable task store before its write fails (see
+/// `Runner::append_through_outage`); longer than a database restart or failover.
+const STORE_OUTAGE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs a turn's store call, retrying it while the store is unreachable (a PostgreSQL restart,
+/// a short outage) for up to [`STORE_OUTAGE_PATIENCE`]; the result, and whether it was retried.
+async fn through_outage<T, F, Fut>(task_id: &str, mut call: F) -> (Result<T, StoreError>, bool)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_OUTAGE_PATIENCE;
+    let mut pause = Duration::from_millis(100);
+    let mut retried = false;
+    loop {
+        match call().await {
+            Err(StoreError::Unavailable(e)) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(task_id, error = %e, "task store unavailable; the turn's write is retried");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                retried = true;
+            }
+            other => return (other, retried),
+        }
+    }
+}
+
+/// How long a message continuing an interrupted task waits for the task's previous turn to
+/// finish in this process (see `A2aService::start_turn`).
+const FINISHING_TURN_WAIT: Duration = Duration::from_secs(5);
+
+fn already_processing(task_id: &str) -> A2aError {
+    A2aError::UnsupportedOperation(format!("task {task_id} is already processing a message"))
 }
