@@ -5,9 +5,9 @@
 //! as the card it was).
 #![no_main]
 
+use a2a_types::v1::{AgentCard, SendMessageRequest, StreamResponse, Task};
 use a2a_types::v03;
 use a2a_types::v03::serve::StreamEnd;
-use a2a_types::v1::{AgentCard, SendMessageRequest, StreamResponse, Task};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
