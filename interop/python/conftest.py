@@ -1,81 +1,27 @@
-"""pytest wiring for the SDK interop test.
+"""pytest wiring for the SDK interop test (a2a-sdk 1.x).
 
 The gateway is started by `scripts/interop`, which passes its base URL in `A2A_INTEROP_URL`.
-Every test that takes the `binding` fixture runs once per binding named by `--binding`
-(repeatable) or `A2A_INTEROP_BINDINGS` (comma-separated), default all three. A binding that
-is asked for but missing from the agent card FAILS; nothing here skips.
+Bindings: `--binding` or `A2A_INTEROP_BINDINGS`, default all three; see `interop_common.py`.
 """
 
 import os
+import sys
 
 import pytest
 
-ALL_BINDINGS = ["JSONRPC", "HTTP+JSON", "GRPC"]
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from interop_common import hooks, url_of  # noqa: E402
 
-def pytest_addoption(parser):
-    parser.addoption(
-        "--binding",
-        action="append",
-        default=None,
-        choices=ALL_BINDINGS,
-        help="binding to test (repeatable; default: A2A_INTEROP_BINDINGS or all three)",
-    )
-
-
-def selected_bindings(config):
-    chosen = config.getoption("--binding")
-    if chosen:
-        return chosen
-    env = os.environ.get("A2A_INTEROP_BINDINGS", "").strip()
-    if env:
-        names = [b.strip() for b in env.split(",") if b.strip()]
-        unknown = [b for b in names if b not in ALL_BINDINGS]
-        if unknown:
-            raise pytest.UsageError(f"A2A_INTEROP_BINDINGS: unknown binding(s) {unknown}")
-        return names
-    return list(ALL_BINDINGS)
-
-
-def pytest_generate_tests(metafunc):
-    if "binding" in metafunc.fixturenames:
-        metafunc.parametrize("binding", selected_bindings(metafunc.config))
-
-
-@pytest.fixture(scope="session")
-def base_url():
-    url = os.environ.get("A2A_INTEROP_URL")
-    if not url:
-        pytest.fail(
-            "A2A_INTEROP_URL is not set: run the interop test through scripts/interop, "
-            "or start a gateway and export A2A_INTEROP_URL=http://127.0.0.1:<port>"
-        )
-    return url.rstrip("/")
-
-
-def _url(var):
-    url = os.environ.get(var)
-    if not url:
-        pytest.fail(f"{var} is not set: run the interop test through scripts/interop")
-    return url.rstrip("/")
+globals().update(hooks("A2A_INTEROP_BINDINGS"))
 
 
 @pytest.fixture(scope="session")
 def auth_url():
     """The gateway that enforces bearer tokens of the interop issuer (scope a2a:write)."""
-    return _url("A2A_INTEROP_AUTH_URL")
+    return url_of("A2A_INTEROP_AUTH_URL")
 
 
 @pytest.fixture(scope="session")
 def issuer_url():
-    return _url("A2A_INTEROP_ISSUER_URL")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    """A skipped test is a failed test here: the interop run must never skip silently."""
-    outcome = yield
-    report = outcome.get_result()
-    if report.skipped:
-        report.outcome = "failed"
-        report.longrepr = f"{item.nodeid} was skipped ({report.longrepr}); the interop test never skips"
+    return url_of("A2A_INTEROP_ISSUER_URL")
