@@ -114,9 +114,8 @@ table() { "$LT" table "$@"; }
 ratio() { # a b: b's throughput / a's, from the reports
   "$VENV/bin/python" - "$OUT/$1.json" "$OUT/$2.json" <<'PY'
 import json, sys
-def rps(path, index=None):
-    v = json.load(open(path))
-    return (v[index] if isinstance(v, list) else v)["throughput_rps"]
+def rps(path):
+    return json.load(open(path))["throughput_rps"]
 print(f"{rps(sys.argv[2]) / rps(sys.argv[1]):.2f}")
 PY
 }

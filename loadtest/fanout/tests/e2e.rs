@@ -12,15 +12,17 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 async fn gateway(shutdown: CancellationToken) -> SocketAddr {
-    gateway_with(shutdown, &[]).await
+    gateway_with(shutdown, "", &[]).await
 }
 
-/// [`gateway`] with more environment (a database, a bus...).
-async fn gateway_with(shutdown: CancellationToken, env: &[(&str, &str)]) -> SocketAddr {
+/// [`gateway`] with more configuration (`toml`, appended: upstream agents, `[tls]`, served over
+/// TLS then) and environment (a database, a bus...).
+async fn gateway_with(shutdown: CancellationToken, toml: &str, env: &[(&str, &str)]) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     // The `push` scenario's receiver runs on 127.0.0.1, internal, so allowed explicitly.
-    let mut file = FileConfig::parse("[push]\nallowed_hosts = [\"127.0.0.1\"]\n").unwrap();
+    let toml = format!("[push]\nallowed_hosts = [\"127.0.0.1\"]\n{toml}");
+    let mut file = FileConfig::parse(&toml).unwrap();
     file.builtin_agents = Some(vec!["echo".into(), "scenario".into()]);
     let listen = addr.to_string();
     let config = Config::from_parts(file, |k| {
@@ -37,7 +39,15 @@ async fn gateway_with(shutdown: CancellationToken, env: &[(&str, &str)]) -> Sock
     }
     let svc = app::build(&config, shutdown.clone()).unwrap();
     app::start(&config, &svc).await;
-    tokio::spawn(app::serve(listener, svc, shutdown));
+    match config.tls() {
+        Some(tls) => {
+            let tls = a2a_gateway::tls::ServerTls::load(tls).unwrap();
+            tokio::spawn(app::serve_tls(listener, tls, svc, shutdown));
+        }
+        None => {
+            tokio::spawn(app::serve(listener, svc, shutdown));
+        }
+    }
     addr
 }
 
@@ -453,17 +463,7 @@ async fn upstream_overhead_through_a_tls_gateway() {
         dir.join("server.pem"),
         dir.join("server.key"),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let front = listener.local_addr().unwrap();
-    let listen = front.to_string();
-    let config = Config::from_parts(FileConfig::parse(&toml).unwrap(), |k| {
-        (k == "A2A_LISTEN").then(|| listen.clone())
-    })
-    .unwrap();
-    let svc = app::build(&config, shutdown.clone()).unwrap();
-    app::start(&config, &svc).await;
-    let tls = a2a_gateway::tls::ServerTls::load(config.tls().unwrap()).unwrap();
-    tokio::spawn(app::serve_tls(listener, tls, svc, shutdown.clone()));
+    let front = gateway_with(shutdown.clone(), &toml, &[]).await;
 
     let json = dir.join("overhead.json");
     let out = loadtest(
@@ -542,8 +542,8 @@ async fn subscribers_on_another_replica() {
         ("A2A_REDIS_URL", redis.url()),
         ("A2A_REDIS_PREFIX", redis.prefix()),
     ];
-    let a = gateway_with(shutdown.clone(), &env).await;
-    let b = gateway_with(shutdown.clone(), &env).await;
+    let a = gateway_with(shutdown.clone(), "", &env).await;
+    let b = gateway_with(shutdown.clone(), "", &env).await;
     let json =
         std::env::temp_dir().join(format!("a2a-loadtest-fanout-{}.json", std::process::id()));
     let r = run_clean(
