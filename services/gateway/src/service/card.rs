@@ -97,14 +97,7 @@ impl CardDocument {
         // What the HTTP paths serve (the combined 0.3 + 1.0 card), signed as served.
         let served = served_json(&card);
         let (card, json) = crate::signing::signed(card, served, signer);
-        let digest = Sha256::digest(&json);
-        let etag = format!(
-            "\"{}\"",
-            digest[..16]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
+        let etag = strong_etag(&json);
         Self {
             card,
             json,
@@ -113,6 +106,13 @@ impl CardDocument {
             max_age_secs,
         }
     }
+}
+
+/// A strong HTTP validator of `body`: 128 bits of its SHA-256, hex, quoted.
+pub(crate) fn strong_etag(body: &[u8]) -> String {
+    let digest = Sha256::digest(body);
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
 }
 
 pub(crate) struct Cards {

@@ -11,9 +11,8 @@
 use a2a_types::v1::AgentSkill;
 use bytes::Bytes;
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use super::card::agent_card_path;
+use super::card::{agent_card_path, strong_etag};
 use super::{A2aService, RequestContext};
 
 /// The document and its strong validator (a hash of the bytes: it changes with health, skills
@@ -115,14 +114,7 @@ impl A2aService {
             })
             .collect();
         let json = serde_json::to_vec(&Document { agents }).expect("the catalogue serialises");
-        let digest = Sha256::digest(&json);
-        let etag = format!(
-            "\"{}\"",
-            digest[..16]
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        );
+        let etag = strong_etag(&json);
         Catalogue {
             json: json.into(),
             etag,
