@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
 # The cost of authentication on SendMessage (issue: authentication). In one run, two release
-# gateways on the same machine, the same wrk load (64 connections, JSON-RPC SendMessage to echo):
+# gateways on the same machine, the same a2a-loadtest load (JSON-RPC SendMessage to echo, 64
+# requests in flight, closed loop; see loadtest/bench-common.sh):
 #   1. no [auth] section (anonymous)
-#   2. [auth] with an OpenID Connect scheme: every request carries an RS256 bearer JWT that the
-#      gateway verifies (signature, iss, aud, exp) against the issuer's JWKS, cached after the
-#      first fetch.
+#   2. [auth] with an OpenID Connect scheme: every request carries an RS256 bearer JWT
+#      (`a2a-loadtest --bearer`) that the gateway verifies (signature, iss, aud, exp) against the
+#      issuer's JWKS, cached after the first fetch.
 # The issuer is a static discovery document and JWKS served by python's http.server; the key and
 # token are generated for this run (python `cryptography`, from the interop venv).
-# Prints req/s, p50, p99 for both and the throughput loss. Usage: loadtest/bench-auth.sh [15s]
+# Prints req/s, p50, p99 for both, the throughput loss, and each gateway's CPU time per request
+# (utime + stime from /proc over the run, divided by the requests answered, warm-up included).
+# Usage: loadtest/bench-auth.sh [duration, default 15s]
+#   BENCH_PORT (first of three ports, default 18482), BENCH_NO_BUILD, BENCH_OUT, BENCH_WARMUP
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=loadtest/bench-common.sh
+source loadtest/bench-common.sh
 DURATION="${1:-15s}"
-CONNS=64
 P_ANON="${BENCH_PORT:-18482}"; P_AUTH=$((P_ANON + 1)); P_ISS=$((P_ANON + 2))
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
 VENV="${A2A_VENV:-$HOME/.cache/a2a-gateway-venv}"
-command -v wrk >/dev/null || { echo "bench: wrk is not installed (apt-get install wrk)" >&2; exit 2; }
 [[ -x "$VENV/bin/python" ]] || { echo "bench: run scripts/interop once to create $VENV" >&2; exit 2; }
-[[ -n "${BENCH_NO_BUILD:-}" ]] || cargo build --release -q -p a2a-gateway
-BIN="$CARGO_TARGET_DIR/release/a2a-gateway"
+bench_build
 WORK=$(mktemp -d)
+OUT=$(bench_reports "$WORK")
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$WORK"; }
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
 trap cleanup EXIT
 
 ISSUER="http://127.0.0.1:$P_ISS"
@@ -43,6 +49,7 @@ claims = b64(json.dumps({"iss": issuer, "sub": "bench", "aud": "a2a-gateway", "i
 sig = key.sign(f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
 open(f"{work}/token", "w").write(f"{header}.{claims}.{b64(sig)}")
 PY
+
 (cd "$WORK" && exec python3 -m http.server "$P_ISS" --bind 127.0.0.1 >/dev/null 2>&1) &
 PIDS+=($!)
 cat > "$WORK/auth.toml" <<TOML
@@ -51,29 +58,38 @@ scheme = { openIdConnectSecurityScheme = { openIdConnectUrl = "$ISSUER/.well-kno
 issuer = "$ISSUER"
 audiences = ["a2a-gateway"]
 TOML
-RUST_LOG=warn A2A_LISTEN="127.0.0.1:$P_ANON" "$BIN" & PIDS+=($!)
-RUST_LOG=warn A2A_LISTEN="127.0.0.1:$P_AUTH" A2A_CONFIG="$WORK/auth.toml" "$BIN" & PIDS+=($!)
-for p in "$P_ANON" "$P_AUTH" "$P_ISS"; do
-  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$p/" && break; sleep 0.1; done
-done
-export BENCH_TOKEN; BENCH_TOKEN=$(cat "$WORK/token")
+RUST_LOG=warn A2A_LISTEN="127.0.0.1:$P_ANON" "$GW_BIN" & PIDS+=($!)
+RUST_LOG=warn A2A_LISTEN="127.0.0.1:$P_AUTH" A2A_CONFIG="$WORK/auth.toml" "$GW_BIN" & PIDS+=($!)
+ANON_PID=${PIDS[1]} AUTH_PID=${PIDS[2]}
+wait_http "$ISSUER/.well-known/openid-configuration"
+wait_http "http://127.0.0.1:$P_ANON/healthz"
+wait_http "http://127.0.0.1:$P_AUTH/healthz"
+TOKEN=$(cat "$WORK/token")
 BODY='{"jsonrpc":"2.0","id":0,"method":"SendMessage","params":{"message":{"messageId":"check","role":"ROLE_USER","parts":[{"text":"hi"}]}}}'
 # The authenticated gateway refuses a request without the token and completes one with it.
 code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY")
 [[ "$code" == 401 ]] || { echo "bench: the auth gateway answered $code without a token" >&2; exit 1; }
-curl -sf -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -H "Authorization: Bearer $BENCH_TOKEN" "http://127.0.0.1:$P_AUTH/a2a/jsonrpc" -d "$BODY" \
-  | grep -q TASK_STATE_COMPLETED || { echo "bench: the token is not accepted" >&2; exit 1; }
+check_send "http://127.0.0.1:$P_AUTH" -H "Authorization: Bearer $TOKEN"
+check_send "http://127.0.0.1:$P_ANON"
 
-run() { # name, port
-  local out; out=$(wrk -t2 -c"$CONNS" -d"$DURATION" --latency -s loadtest/send-echo.lua "http://127.0.0.1:$2/a2a/jsonrpc")
-  if grep -q "Non-2xx" <<<"$out"; then echo "bench: $1 had non-2xx responses" >&2; echo "$out" >&2; exit 1; fi
-  local rps p50 p99
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$out"); p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  printf '%-32s %10s req/s   p50 %8s   p99 %8s\n' "$1" "$rps" "$p50" "$p99" >&2
-  echo "$rps"
+# run PID JSON URL [ARGS...]: one run; prints the gateway's CPU ticks over it.
+run() {
+  local pid=$1 json=$2 c0
+  shift 2
+  c0=$(cpu_ticks "$pid")
+  lt_send "$json" "$@"
+  echo $(( $(cpu_ticks "$pid") - c0 )) >"$json.cpu"
 }
-echo "auth cost: $CONNS connections, $DURATION each, $(nproc) cores, wrk on the same machine" >&2
-ANON=$(BENCH_TOKEN= run "SendMessage, no auth" "$P_ANON")
-AUTH=$(run "SendMessage, RS256 bearer JWT" "$P_AUTH")
-awk -v a="$ANON" -v b="$AUTH" 'BEGIN { printf "throughput with JWT validation: %.2f of without (loss %.1f%%)\n", b / a, (1 - b / a) * 100 }' >&2
+echo "auth cost: a2a-loadtest, $CONNS in flight, $DURATION each after $WARMUP of warm-up, $(nproc) cores, the generator on the same machine" >&2
+run "$ANON_PID" "$OUT/send-anonymous.json" "http://127.0.0.1:$P_ANON"
+lt_row "SendMessage, no auth" "$OUT/send-anonymous.json"
+# The card the tool reads first is public; every A2A call carries the token.
+run "$AUTH_PID" "$OUT/send-jwt.json" "http://127.0.0.1:$P_AUTH" --bearer "$TOKEN"
+lt_row "SendMessage, RS256 bearer JWT" "$OUT/send-jwt.json"
+awk -v a="$(jget "$OUT/send-anonymous.json" .throughput_rps)" -v b="$(jget "$OUT/send-jwt.json" .throughput_rps)" \
+    -v ca="$(cat "$OUT/send-anonymous.json.cpu")" -v cb="$(cat "$OUT/send-jwt.json.cpu")" \
+    -v na="$(lt_answered "$OUT/send-anonymous.json")" -v nb="$(lt_answered "$OUT/send-jwt.json")" -v tick="$CLK_TCK" 'BEGIN {
+  ua = ca / tick / na * 1e6; ub = cb / tick / nb * 1e6
+  printf "throughput with JWT validation: %.2f of without (loss %.1f%%)\n", b / a, (1 - b / a) * 100
+  printf "gateway CPU per request: %.1f us without auth, %.1f us with the JWT: cost %.1f%%\n", ua, ub, (ub / ua - 1) * 100
+}' >&2

@@ -64,8 +64,22 @@ pub trait EventBus: Send + Sync + 'static {
     /// Publishes a committed event to every current subscriber of its task.
     async fn publish(&self, event: BusEvent) -> Result<(), BusError>;
 
-    /// Events of `task_id` published from now on, in publish order. The stream ends after the
-    /// task's terminal event has been delivered or when the bus shuts down.
+    /// Publishes the events of one commit (one task's, in sequence order) as [`publish`] would
+    /// one by one; a bus that crosses the network sends them in one round trip. Stops at the
+    /// first event that fails.
+    ///
+    /// [`publish`]: EventBus::publish
+    async fn publish_all(&self, events: Vec<BusEvent>) -> Result<(), BusError> {
+        for event in events {
+            self.publish(event).await?;
+        }
+        Ok(())
+    }
+
+    /// Events of `task_id` published from now on, in publish order (possibly preceded by some
+    /// published a moment before the call: followers skip sequence numbers they have). The
+    /// stream ends after the task's terminal event has been delivered or when the bus shuts
+    /// down.
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError>;
 
     /// Sends a control message to every process on this bus (the in-process bus: this one).

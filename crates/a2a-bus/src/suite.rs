@@ -18,7 +18,7 @@ macro_rules! bus_conformance_suite {
         $crate::bus_conformance_suite!(@cases $make;
             subscribers_see_events_in_order, every_subscriber_sees_every_event,
             tasks_are_separate, terminal_event_ends_subscriptions, control_messages_reach_listeners,
-            events_keep_their_trace_context);
+            events_keep_their_trace_context, a_commit_published_together_arrives_in_order);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(
@@ -126,6 +126,30 @@ pub async fn terminal_event_ends_subscriptions(bus: &dyn EventBus) {
         .await
         .unwrap();
     assert_eq!(next_seqs(&mut sub, 2).await, [1, 2]);
+    let end = tokio::time::timeout(Duration::from_secs(5), sub.next())
+        .await
+        .expect("subscription ends after the terminal event");
+    assert_eq!(end, None);
+}
+
+/// `publish_all` delivers like publishing one by one: in order, beside other tasks' events, and
+/// a terminal event among them still ends the subscription.
+pub async fn a_commit_published_together_arrives_in_order(bus: &dyn EventBus) {
+    let mut sub = bus.subscribe("t1").await.unwrap();
+    let mut other = bus.subscribe("t2").await.unwrap();
+    bus.publish_all((1..=3).map(|seq| working("t1", seq)).collect())
+        .await
+        .unwrap();
+    bus.publish_all(vec![working("t2", 1)]).await.unwrap();
+    bus.publish_all(vec![
+        working("t1", 4),
+        status_event("t1", 5, TaskState::Completed),
+    ])
+    .await
+    .unwrap();
+    bus.publish_all(Vec::new()).await.unwrap();
+    assert_eq!(next_seqs(&mut sub, 5).await, [1, 2, 3, 4, 5]);
+    assert_eq!(next_seqs(&mut other, 1).await, [1]);
     let end = tokio::time::timeout(Duration::from_secs(5), sub.next())
         .await
         .expect("subscription ends after the terminal event");

@@ -32,6 +32,13 @@ impl EventBus for Tapped {
         self.inner.publish(event).await
     }
 
+    async fn publish_all(&self, events: Vec<BusEvent>) -> Result<(), BusError> {
+        for event in &events {
+            let _ = self.tx.send(event.clone());
+        }
+        self.inner.publish_all(events).await
+    }
+
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         self.inner.subscribe(task_id).await
     }

@@ -83,6 +83,11 @@ pub(crate) fn decode_json<T: DeserializeOwned>(
     bytes: &[u8],
     context: &str,
 ) -> Result<T, ClientError> {
+    // The fast path: plain serde_json (path tracking costs on every field, a load generator's
+    // every answer), again with the path only to explain a failure.
+    if let Ok(value) = serde_json::from_slice(bytes) {
+        return Ok(value);
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value: T = serde_path_to_error::deserialize(&mut de)
         .map_err(|e| ClientError::decode(context, format!("at {}: {}", e.path(), e.inner())))?;

@@ -1,12 +1,12 @@
 //! Delivering one event to one webhook until it is delivered or becomes a dead letter: the
 //! retry loop around [`Webhooks::attempt`], the delivery log and the dead letters.
 
-use a2a_process::telemetry;
+use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tracing::Instrument;
 
 use a2a_store::pg::{AttemptRecord, NewDeadLetter};
+use a2a_types::Dialect;
 use a2a_types::v1::{StreamResponse, TaskPushNotificationConfig};
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -31,6 +31,8 @@ pub struct Delivery<'a> {
     /// The event's ProtoJSON, shared by every webhook of the task.
     pub body: &'a Bytes,
     pub config: &'a TaskPushNotificationConfig,
+    /// The dialect `body` is in (the webhook's), kept with a dead letter for its replay.
+    pub dialect: Dialect,
     /// When the event entered the stream (Unix ms), for the event-to-delivery latency.
     pub published_ms: Option<u64>,
     /// The W3C `traceparent` the event was published under: each attempt's span is its child,
@@ -57,15 +59,17 @@ impl Deliverer {
             let started = Instant::now();
             let span = attempt_span(d, attempt);
             // Without traces of our own, the webhook still gets the trace the event came with.
-            let traceparent = telemetry::traceparent(&span).or_else(|| d.trace.map(str::to_owned));
-            let result = self
-                .webhooks
-                .attempt(d.task_id, d.body, d.config, traceparent.as_deref())
-                .instrument(span.clone())
+            let traceparent = span.traceparent().or_else(|| d.trace.map(str::to_owned));
+            let result = span
+                .in_span(
+                    self.webhooks
+                        .attempt(d.task_id, d.body, d.config, traceparent.as_deref()),
+                )
                 .await;
             let latency = started.elapsed();
-            if !span.is_disabled() {
+            if span.is_traced() {
                 record_attempt(&span, &result);
+                span.end();
             }
             let record =
                 |outcome: &'static str, status: Option<u16>, error: Option<String>| AttemptRecord {
@@ -120,6 +124,7 @@ impl Deliverer {
             seq: d.seq,
             config: d.config.clone(),
             event: d.event.clone(),
+            dialect: d.dialect,
             attempts,
             last_error: error.to_owned(),
         };
@@ -185,37 +190,31 @@ impl LogSink {
 /// The span of one delivery attempt (disabled while traces are off, or when the event's trace
 /// is not sampled): a CLIENT span, child of the span that published the event (the turn's), so
 /// one trace runs from the client's request to the webhook.
-fn attempt_span(d: &Delivery<'_>, attempt: u32) -> tracing::Span {
+fn attempt_span(d: &Delivery<'_>, attempt: u32) -> TraceSpan {
     if !telemetry::sample_continuation(d.trace) {
-        return tracing::Span::none();
+        return TraceSpan::NONE;
     }
-    let span = tracing::info_span!(
-        parent: None,
-        "a2a.push.deliver",
-        otel.name = "push deliver",
-        otel.kind = "client",
-        otel.status_code = tracing::field::Empty,
-        http.request.method = "POST",
-        http.response.status_code = tracing::field::Empty,
-        error.type = tracing::field::Empty,
-        a2a.task_id = d.task_id,
-        a2a.seq = d.seq,
-        a2a.push.config_id = d.config.id.as_str(),
-        a2a.push.attempt = attempt,
-    );
-    if let Some(tp) = d.trace {
-        telemetry::set_parent(&span, telemetry::context_from_traceparent(tp));
-    }
-    span
+    TraceSpan::start_from(
+        d.trace,
+        "push deliver",
+        SpanKind::Client,
+        vec![
+            KeyValue::new("http.request.method", "POST"),
+            KeyValue::new("a2a.task_id", d.task_id.to_owned()),
+            KeyValue::new("a2a.seq", d.seq as i64),
+            KeyValue::new("a2a.push.config_id", d.config.id.clone()),
+            KeyValue::new("a2a.push.attempt", i64::from(attempt)),
+        ],
+    )
 }
 
-fn record_attempt(span: &tracing::Span, result: &Attempt) {
+fn record_attempt(span: &TraceSpan, result: &Attempt) {
     let (status, failed) = match result {
         Attempt::Delivered { status } => (Some(*status), false),
         Attempt::Retry { status, .. } | Attempt::Refused { status, .. } => (*status, true),
     };
     if let Some(s) = status {
-        span.record("http.response.status_code", s);
+        span.set("http.response.status_code", i64::from(s));
     }
     if failed {
         let kind = match (result, status) {
@@ -223,7 +222,7 @@ fn record_attempt(span: &tracing::Span, result: &Attempt) {
             (_, Some(_)) => "http_status",
             _ => "connection",
         };
-        span.record("error.type", kind);
-        span.record("otel.status_code", "ERROR");
+        span.set("error.type", kind);
+        span.set_error();
     }
 }

@@ -4,7 +4,7 @@
 //!
 //! Layout: [`pipeline`] (entries → per-task ordered batches under a lease), [`deliver`]
 //! (retries, delivery log, dead letters), [`webhook`] (one signed HTTP attempt behind the SSRF
-//! guard), [`metrics`], [`retry`]; [`memory`] and [`embedded`] are the in-process side. Where
+//! guard), [`payload`] (what a webhook of each dialect receives), [`metrics`], [`retry`]; [`memory`] and [`embedded`] are the in-process side. Where
 //! entries come from and where delivery state lives are the two traits below, [`Acknowledge`]
 //! and [`DeliveryStore`].
 //!
@@ -15,6 +15,7 @@ pub mod deliver;
 pub mod embedded;
 pub mod memory;
 pub mod metrics;
+pub mod payload;
 pub mod pipeline;
 pub mod retry;
 pub mod webhook;

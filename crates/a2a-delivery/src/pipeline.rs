@@ -20,15 +20,12 @@ use std::time::Duration;
 use a2a_store::Webhook;
 use a2a_store::pg::ClaimOutcome;
 use a2a_types::Dialect;
-use a2a_types::state::apply_event;
 use a2a_types::v1::{StreamResponse, Task};
-use a2a_types::v03;
-use bytes::Bytes;
 use futures::future::join_all;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::Acknowledge;
 use crate::deliver::{Deliverer, Delivery};
+use crate::{Acknowledge, payload};
 
 /// How long a runner waits before asking again for a lease another worker holds.
 const HELD_POLL: Duration = Duration::from_millis(100);
@@ -257,10 +254,8 @@ impl Pipeline {
             HashMap::new()
         };
         for (seq, event, published_ms, trace) in events {
-            let body = Bytes::from(serde_json::to_vec(&**event).unwrap_or_default());
-            let body03 = tasks.remove(seq).map(|task| {
-                Bytes::from(serde_json::to_vec(&v03::serve::task(&task)).unwrap_or_default())
-            });
+            let body = payload::event_body(event);
+            let body03 = tasks.remove(seq).map(|task| payload::task_body_v03(&task));
             let deliveries = configs.iter().map(|w| Delivery {
                 task_id,
                 seq: *seq,
@@ -270,6 +265,7 @@ impl Pipeline {
                     Dialect::V1 => &body,
                 },
                 config: &w.config,
+                dialect: w.dialect,
                 published_ms: *published_ms,
                 trace: trace.as_deref(),
             });
@@ -289,15 +285,7 @@ impl Pipeline {
         })
         .await;
         let wanted: HashSet<u64> = events.iter().map(|(seq, ..)| *seq).collect();
-        let mut task = Task::default();
-        let mut out = HashMap::new();
-        for (seq, event) in &log {
-            apply_event(&mut task, event);
-            if wanted.contains(seq) {
-                out.insert(*seq, task.clone());
-            }
-        }
-        out
+        payload::snapshots(&log, &wanted)
     }
 
     /// Runs `work` while renewing the task's lease every third of its length.

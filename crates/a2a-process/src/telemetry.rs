@@ -1,24 +1,32 @@
-//! Logs and traces for both binaries: the `tracing` subscriber (text, or one JSON object per line
-//! with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry layer exporting spans over OTLP
-//! (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`) through a batch
-//! processor, with W3C Trace Context propagation. Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
+//! Logs and traces for both binaries: the `tracing` subscriber for logs (text, or one JSON
+//! object per line with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry tracer exporting spans over
+//! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; our own exporter,
+//! [`crate::otlp_export`]) through a batch processor, with W3C Trace Context propagation. Spans
+//! are [`TraceSpan`]s, built with the SDK directly (see `span.rs` for why not `tracing` spans).
+//! Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
 //! resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) come from the standard variables,
 //! read by the SDK.
 //!
 //! Off by default and free then: call sites create spans only when [`enabled`] says so, so an
 //! unconfigured process builds no span at all.
 
+mod span;
+
+pub use span::{TraceSpan, Traced};
+// What call sites build spans with, so that they need no OpenTelemetry dependency of their own.
+pub use opentelemetry::trace::SpanKind;
+pub use opentelemetry::{Context, KeyValue};
+
 use std::fmt;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{SpanContext, Status, TraceContextExt, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
 use tracing::Subscriber;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer as _;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, format::Writer};
 use tracing_subscriber::layer::SubscriberExt;
@@ -27,6 +35,10 @@ use tracing_subscriber::util::SubscriberInitExt;
 
 /// Whether spans are exported (set once by [`init`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
+/// The tracer every span is built with, while traces are exported (set once by [`init`]).
+static TRACER: OnceLock<SdkTracer> = OnceLock::new();
+/// Whether log lines are JSON (they then name the current span: [`span::SpanName`]).
+static JSON_LOGS: AtomicBool = AtomicBool::new(false);
 /// The sampler the standard variables name (set once by [`init`]).
 static SAMPLER: OnceLock<Sampler> = OnceLock::new();
 static PROPAGATOR: OnceLock<TraceContextPropagator> = OnceLock::new();
@@ -72,6 +84,14 @@ pub const ENV_VARS: &[(&str, &str)] = &[
 #[inline]
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
+}
+
+fn tracer() -> Option<&'static SdkTracer> {
+    if enabled() { TRACER.get() } else { None }
+}
+
+fn json_logs() -> bool {
+    JSON_LOGS.load(Ordering::Relaxed)
 }
 
 /// `OTEL_TRACES_SAMPLER[_ARG]`, applied here rather than by the SDK: the decision is made before
@@ -178,7 +198,7 @@ pub fn unsampled_traceparent(parent: Option<&SpanContext>) -> String {
     use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
     let ids = RandomIdGenerator::default();
     let trace = parent.map_or_else(|| ids.new_trace_id(), |p| p.trace_id());
-    format!("00-{trace}-{}-00", ids.new_span_id())
+    span::write_traceparent(&trace.to_bytes(), &ids.new_span_id().to_bytes(), 0)
 }
 
 /// Where log lines go.
@@ -229,7 +249,7 @@ fn otlp_configured(env: &dyn Fn(&str) -> Option<String>) -> bool {
 
 /// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
 /// (`A2A_LOG_FORMAT`), and the OTLP layer when configured. Call it inside a tokio runtime (the
-/// gRPC exporter's channel lives there). `service` names the process when neither
+/// exporter sends on it). `service` names the process when neither
 /// `OTEL_SERVICE_NAME` nor `service.name` in `OTEL_RESOURCE_ATTRIBUTES` does.
 pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     let env = |k: &str| std::env::var(k).ok();
@@ -247,29 +267,11 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     } else {
         (None, None)
     };
-    // Spans at INFO and above are exported whatever RUST_LOG says (it filters log lines only):
-    // ours are INFO; libraries' DEBUG/TRACE spans (h2's frame spans) are left out. Warnings and
-    // errors also become span events.
-    let otel = provider.as_ref().map(|p| {
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer("a2a"))
-            .with_level(false)
-            .with_target(false)
-            .with_threads(false)
-            .with_location(false)
-            .with_tracked_inactivity(false)
-            // A dynamic filter, asked at every span and event: a static one lets the macros cache
-            // `Interest::always` and skip `enabled()`, and then the per-layer filter state that
-            // sqlx's `log_enabled!` checks leave behind drops the next span from this layer
-            // (tokio-rs/tracing#2519): every span after a query went unexported.
-            .with_filter(tracing_subscriber::filter::dynamic_filter_fn(|m, _| {
-                if m.is_span() {
-                    *m.level() <= tracing::Level::INFO
-                } else {
-                    *m.level() <= tracing::Level::WARN
-                }
-            }))
-    });
+    // Warnings and errors logged inside a span become its events (whatever RUST_LOG says: it
+    // filters log lines only); an error also marks the span failed.
+    let events = provider
+        .as_ref()
+        .map(|_| SpanEvents.with_filter(tracing_subscriber::filter::LevelFilter::WARN));
     let writer = move || -> Box<dyn std::io::Write> {
         match log_to {
             LogTo::Stdout => Box::new(std::io::stdout()),
@@ -284,11 +286,13 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
     } else {
         Box::new(fmt.with_filter(filter))
     };
-    tracing_subscriber::registry().with(otel).with(fmt).init();
+    JSON_LOGS.store(json, Ordering::Relaxed);
+    tracing_subscriber::registry().with(events).with(fmt).init();
     if let Some(e) = otel_error {
         tracing::error!(error = %e, "traces are off: the OTLP exporter could not be built");
     }
-    if provider.is_some() {
+    if let Some(p) = &provider {
+        let _ = TRACER.set(p.tracer("a2a"));
         ENABLED.store(true, Ordering::Relaxed);
     }
     Telemetry { provider }
@@ -298,24 +302,9 @@ fn provider(
     service: &'static str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SdkTracerProvider, String> {
-    use opentelemetry_otlp::{SpanExporter, WithExportConfig};
-    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_else(|| "grpc".into());
-    // The endpoints themselves are read by the exporter builder from the standard variables.
-    let exporter = match protocol.trim() {
-        "grpc" => SpanExporter::builder().with_tonic().build(),
-        "http/protobuf" => SpanExporter::builder()
-            .with_http()
-            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-            .build(),
-        other => {
-            return Err(format!(
-                "OTEL_EXPORTER_OTLP_PROTOCOL={other:?} is not supported (grpc or http/protobuf)"
-            ));
-        }
-    }
-    .map_err(|e| e.to_string())?;
+    // Our own exporter (endpoint, protocol, headers and timeout from the standard variables):
+    // it encodes spans straight into OTLP protobuf (see `otlp_export`).
+    let exporter = crate::otlp_export::OtlpExporter::from_env(env)?;
     let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
         || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
     let mut resource = opentelemetry_sdk::Resource::builder();
@@ -377,37 +366,6 @@ pub fn context_from_traceparent(traceparent: &str) -> opentelemetry::Context {
     propagator().extract(&PairExtractor(traceparent, None))
 }
 
-/// Makes `span` a child of `parent` when `parent` names a valid remote span. Spans built while
-/// tracing is off are disabled; this is then a no-op.
-pub fn set_parent(span: &tracing::Span, parent: opentelemetry::Context) {
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
-    }
-}
-
-/// Links `span` to `other` (a span that caused it without being its parent).
-pub fn add_link(span: &tracing::Span, other: SpanContext) {
-    span.add_link(other);
-}
-
-/// The span context of `span` (invalid when tracing is off).
-pub fn span_context(span: &tracing::Span) -> SpanContext {
-    span.context().span().span_context().clone()
-}
-
-/// The W3C `traceparent` naming `span`, if it is a real (exported) span.
-pub fn traceparent(span: &tracing::Span) -> Option<String> {
-    let sc = span_context(span);
-    sc.is_valid().then(|| {
-        format!(
-            "00-{}-{}-{:02x}",
-            sc.trace_id(),
-            sc.span_id(),
-            sc.trace_flags().to_u8()
-        )
-    })
-}
-
 struct HeaderInjector<'a>(&'a mut http::HeaderMap);
 
 impl Injector for HeaderInjector<'_> {
@@ -421,16 +379,99 @@ impl Injector for HeaderInjector<'_> {
     }
 }
 
-/// Adds `traceparent` (and `tracestate`) naming `span` to outgoing headers.
-pub fn inject(span: &tracing::Span, headers: &mut http::HeaderMap) {
-    let cx = span.context();
+/// Adds `traceparent` (and `tracestate`) naming the span of `cx` to outgoing headers.
+fn inject_context(cx: &Context, headers: &mut http::HeaderMap) {
     if cx.span().span_context().is_valid() {
-        propagator().inject_context(&cx, &mut HeaderInjector(headers));
+        propagator().inject_context(cx, &mut HeaderInjector(headers));
     }
 }
 
-/// One JSON object per line: `timestamp`, `level`, `message`, the event's fields, the current
-/// span's name (`span`), and `trace_id`/`span_id` when that span is exported.
+/// Adds `traceparent` (and `tracestate`) naming the current span (the CLIENT span of an
+/// upstream call) to outgoing headers; nothing outside a span of ours.
+pub fn inject_current(headers: &mut http::HeaderMap) {
+    if enabled() {
+        Context::map_current(|cx| inject_context(cx, headers));
+    }
+}
+
+/// Turns a warning or error logged inside a span into an event of that span (name: the
+/// message; attributes: `level`, `target` and the event's fields), and an error into the span's
+/// status ERROR, as the `tracing` bridge did.
+struct SpanEvents;
+
+impl<S: Subscriber> tracing_subscriber::Layer<S> for SpanEvents {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        Context::map_current(|cx| {
+            let span = cx.span();
+            if !span.span_context().is_sampled() {
+                return;
+            }
+            let meta = event.metadata();
+            let mut fields = EventFields {
+                name: None,
+                attributes: vec![
+                    KeyValue::new("level", meta.level().as_str()),
+                    KeyValue::new("target", meta.target()),
+                ],
+            };
+            event.record(&mut fields);
+            if *meta.level() == tracing::Level::ERROR {
+                span.set_status(Status::error(""));
+            }
+            let name = fields.name.unwrap_or_else(|| meta.name().to_owned());
+            span.add_event(name, fields.attributes);
+        });
+    }
+}
+
+/// The fields of a log event, as span event attributes (the message is the event's name).
+struct EventFields {
+    name: Option<String>,
+    attributes: Vec<KeyValue>,
+}
+
+impl EventFields {
+    fn push(&mut self, field: &tracing::field::Field, value: opentelemetry::Value) {
+        self.attributes.push(KeyValue::new(field.name(), value));
+    }
+}
+
+impl tracing::field::Visit for EventFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
+        let text = format!("{value:?}");
+        if field.name() == "message" {
+            self.name = Some(text);
+        } else {
+            self.push(field, text.into());
+        }
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        if field.name() == "message" {
+            self.name = Some(value.to_owned());
+        } else {
+            self.push(field, value.to_owned().into());
+        }
+    }
+    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
+        self.push(field, value.into());
+    }
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        match i64::try_from(value) {
+            Ok(v) => self.push(field, v.into()),
+            Err(_) => self.push(field, value.to_string().into()),
+        }
+    }
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        self.push(field, value.into());
+    }
+    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
+        self.push(field, value.into());
+    }
+}
+
+/// One JSON object per line: `timestamp`, `level`, `message`, the event's fields, and inside
+/// a span of ours (the current OpenTelemetry context) its name (`span`) with `trace_id` and
+/// `span_id`.
 struct JsonLines;
 
 impl<S, N> FormatEvent<S, N> for JsonLines
@@ -440,7 +481,7 @@ where
 {
     fn format_event(
         &self,
-        ctx: &FmtContext<'_, S, N>,
+        _ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &tracing::Event<'_>,
     ) -> fmt::Result {
@@ -453,25 +494,18 @@ where
             obj.insert("message".into(), m);
         }
         obj.append(&mut fields.0);
-        // The event's span: its explicit parent, or the current one.
-        let mut span_id = None;
-        if let Some(span) = ctx.event_scope().and_then(|scope| scope.into_iter().next()) {
-            obj.insert("span".into(), span.name().into());
-            span_id = Some(span.id());
-        }
-        // Its OTel context (none without the OTel layer), looked up with no extension held.
-        if let Some(id) = span_id {
-            let cx = tracing::dispatcher::get_default(|d| {
-                tracing_opentelemetry::get_otel_context(&id, d)
-            });
-            if let Some(cx) = cx {
-                let sc = cx.span().span_context().clone();
-                if sc.is_valid() {
-                    obj.insert("trace_id".into(), sc.trace_id().to_string().into());
-                    obj.insert("span_id".into(), sc.span_id().to_string().into());
+        // The current span of ours, if any (spans are not `tracing` spans: see `span.rs`).
+        Context::map_current(|cx| {
+            let span = cx.span();
+            let sc = span.span_context();
+            if sc.is_valid() {
+                if let Some(span::SpanName(name)) = cx.get::<span::SpanName>() {
+                    obj.insert("span".into(), name.as_ref().into());
                 }
+                obj.insert("trace_id".into(), sc.trace_id().to_string().into());
+                obj.insert("span_id".into(), sc.span_id().to_string().into());
             }
-        }
+        });
         let line = serde_json::Value::Object(obj).to_string();
         writeln!(writer, "{line}")
     }
@@ -625,6 +659,31 @@ mod tests {
         assert_eq!(ratio.sample(Some(&no)), ratio.sample(Some(&yes)));
         assert!(sampler("traceidratio", Some("2")).is_err());
         assert!(sampler("jaeger_remote", None).is_err());
+    }
+
+    #[test]
+    fn traceparents_are_written_as_w3c_spells_them() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let sc = context_from_traceparent(tp).span().span_context().clone();
+        assert_eq!(span::traceparent_of(&sc), tp);
+        let sc = SpanContext::new(
+            opentelemetry::trace::TraceId::from_bytes([0xff; 16]),
+            opentelemetry::trace::SpanId::from_bytes([0x0a; 8]),
+            opentelemetry::trace::TraceFlags::NOT_SAMPLED,
+            false,
+            Default::default(),
+        );
+        assert_eq!(
+            span::traceparent_of(&sc),
+            format!("00-{}-{}-00", sc.trace_id(), sc.span_id())
+        );
+    }
+
+    #[test]
+    fn no_span_is_built_while_traces_are_off() {
+        let span = TraceSpan::start("x", SpanKind::Internal, Vec::new(), &Context::new());
+        assert!(!span.is_traced() && span.traceparent().is_none());
+        assert!(!TraceSpan::is_any_current());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use a2a_process::metrics::Cached;
+use a2a_process::telemetry::{KeyValue, SpanKind, TraceSpan};
 use a2a_types::v1::{Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use metrics::Histogram;
@@ -38,15 +39,12 @@ impl Metered {
     }
 }
 
-/// The span of one store operation, named `store <operation>`.
-fn span(operation: &'static str, name: &'static str) -> tracing::Span {
-    tracing::info_span!(
-        "a2a.store",
-        otel.name = name,
-        otel.kind = "client",
-        db.operation.name = operation,
-        error.type = tracing::field::Empty,
-    )
+/// The span of one store operation, named `store <operation>`: a child of the current span,
+/// none outside one (what is not part of a traced request is not traced).
+fn span(operation: &'static str, name: &'static str) -> TraceSpan {
+    TraceSpan::start_in_current(name, SpanKind::Client, || {
+        vec![KeyValue::new("db.operation.name", operation)]
+    })
 }
 
 /// Records one operation and passes its result on. `ok` is the operation's handle for its usual
@@ -55,7 +53,7 @@ fn timed<T>(
     operation: &'static str,
     ok: &Cached<Histogram>,
     started: Instant,
-    span: &tracing::Span,
+    span: &TraceSpan,
     result: StoreResult<T>,
 ) -> StoreResult<T> {
     let outcome = match &result {
@@ -82,8 +80,9 @@ fn timed<T>(
         _ => histogram(outcome).record(seconds),
     }
     if outcome != "ok" {
-        span.record("error.type", outcome);
+        span.set("error.type", outcome);
     }
+    span.end();
     result
 }
 
@@ -93,16 +92,12 @@ macro_rules! forward {
         static OK: Cached<Histogram> = Cached::new();
         let started = Instant::now();
         // Inside a traced (sampled) operation only.
-        if $self.traced && !tracing::Span::current().is_disabled() {
-            let span = span($op, concat!("store ", $op));
-            let result = tracing::Instrument::instrument(
-                $self.inner.$method($($arg),*),
-                span.clone(),
-            )
-            .await;
+        let span = if $self.traced { span($op, concat!("store ", $op)) } else { TraceSpan::NONE };
+        if span.is_traced() {
+            let result = span.in_span($self.inner.$method($($arg),*)).await;
             timed($op, &OK, started, &span, result)
         } else {
-            timed($op, &OK, started, &tracing::Span::none(), $self.inner.$method($($arg),*).await)
+            timed($op, &OK, started, &span, $self.inner.$method($($arg),*).await)
         }
     }};
 }

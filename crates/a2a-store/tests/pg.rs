@@ -538,6 +538,7 @@ async fn the_delivery_log_is_pruned_by_age() {
         seq: 1,
         config: TaskPushNotificationConfig::default(),
         event: StreamResponse::default(),
+        dialect: a2a_types::Dialect::V03,
         attempts: 8,
         last_error: "HTTP 500".into(),
     };
@@ -564,6 +565,11 @@ async fn the_delivery_log_is_pruned_by_age() {
     let letters = store.dead_letters(true, 10).await.unwrap();
     assert_eq!(letters.len(), 1);
     assert_eq!(letters[0].id, letter_id);
+    assert_eq!(
+        letters[0].dialect,
+        a2a_types::Dialect::V03,
+        "the dialect is kept"
+    );
 }
 
 /// Workers pruning at once delete every old row exactly once between them, without errors.

@@ -1,15 +1,13 @@
 //! The modes the benchmark scripts were built on, kept as they were (positional arguments, one
-//! `key=value` or text line each, which the scripts parse): `loadtest/bench-fanout.sh`
+//! text line each, which the scripts print): `loadtest/bench-fanout.sh`
 //! (how fast an event committed on one gateway replica reaches an SSE subscriber on another,
-//! and what idle subscribers cost a replica) and `loadtest/bench-bindings.sh` (SendMessage over
-//! each binding, a new task per request).
+//! and what idle subscribers cost a replica), and the OTLP receiver of `loadtest/bench.sh`.
 //!
 //! ```text
 //! a2a-loadtest raw    REDIS_URL RATE SECS        # XADD on one connection -> XREAD on another
 //! a2a-loadtest fanout A_URL B_URL RATE SECS      # streaming tasks on A, followed on B
 //! a2a-loadtest idle   A_URL B_URL N B_PID [DB_URL] # N hanging tasks on A, N subscribers on B;
 //!                                                # with DB_URL, the database's reads while idle
-//! a2a-loadtest bench-send BASE_URL BINDING N SECS # SendMessage to echo; jsonrpc|rest|grpc, h2c
 //! a2a-loadtest otlp-sink ADDR COUNTFILE          # OTLP receiver that only counts (bench.sh)
 //! ```
 //!
@@ -18,17 +16,11 @@
 //! committing it; millisecond precision, so up to 1 ms too high) to the moment an SSE client
 //! receives it, on A (the creator's stream) and on B (a subscriber on the other replica); and B's
 //! arrival minus A's arrival of the same event (same task, same SSE id) for every event.
-//! `bench-send`: from sending a request to having its decoded, checked answer.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use a2a_client::{A2aClient, Binding};
-use a2a_types::v1::{
-    Message, Part, Role, SendMessageRequest, SendMessageResponse, TaskState, part,
-    send_message_response,
-};
 use anyhow::{Context, Result, bail};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -434,72 +426,6 @@ pub async fn idle(a: &str, b: &str, n: usize, b_pid: u32, db_url: Option<&str>) 
     Ok(())
 }
 
-/// Requests sent before this much time has passed are checked and counted as tasks, but left out
-/// of the rate and latencies (connections opening, caches warming), as h2load's
-/// `--warm-up-time=1` leaves them out of the other rows of bench-bindings.sh.
-const WARM_UP: Duration = Duration::from_secs(1);
-
-/// A client of `binding` (`jsonrpc`, `rest` or `grpc`) to the gateway at `base`, on a connection
-/// of its own: HTTP/2 with prior knowledge (h2c) for the HTTP bindings, as tonic speaks it for
-/// gRPC, so the three bindings differ only in what they put on the wire.
-fn send_client(base: &str, binding: &str) -> Result<A2aClient> {
-    let base = base.trim_end_matches('/');
-    let binding = match binding {
-        "jsonrpc" => Binding::JsonRpc {
-            url: format!("{base}/a2a/jsonrpc"),
-        },
-        "rest" => Binding::Rest {
-            url: format!("{base}/a2a/rest"),
-        },
-        "grpc" => Binding::Grpc {
-            endpoint: base.to_owned(),
-        },
-        other => bail!("unknown binding {other}: jsonrpc, rest or grpc"),
-    };
-    // A reqwest client (and a tonic channel) per A2aClient: one connection each.
-    let http = reqwest::Client::builder().http2_prior_knowledge().build()?;
-    Ok(A2aClient::with_http_client(binding, http)?)
-}
-
-fn echo_request(message_id: String) -> SendMessageRequest {
-    SendMessageRequest {
-        message: Some(Message {
-            message_id,
-            role: Role::User as i32,
-            parts: vec![Part {
-                content: Some(part::Content::Text("hello".into())),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// A send to echo succeeded when its task came back completed. An error answer (JSON-RPC
-/// `error`, a non-2xx REST status, a non-zero grpc-status) is already an error of the client.
-fn completed(resp: SendMessageResponse) -> Result<()> {
-    match resp.payload {
-        Some(send_message_response::Payload::Task(task))
-            if task.status.as_ref().map(|s| s.state) == Some(TaskState::Completed as i32) =>
-        {
-            Ok(())
-        }
-        other => bail!("expected a completed task, got {other:?}"),
-    }
-}
-
-/// What one `send` worker saw.
-#[derive(Default)]
-struct Sends {
-    /// Latencies of the successful sends after the warm-up.
-    measured: Vec<Duration>,
-    /// Successful sends during the warm-up.
-    warm_up: u64,
-    failed: u64,
-    first_error: Option<String>,
-}
-
 /// CPU time this process has used so far (user + system, every thread): fields 14 and 15 of
 /// /proc/self/stat, in clock ticks of USER_HZ (100 on Linux).
 pub fn cpu_time() -> Result<Duration> {
@@ -518,126 +444,9 @@ pub fn cpu_time() -> Result<Duration> {
     Ok(Duration::from_millis((ticks(14)? + ticks(15)?) * 10))
 }
 
-/// SendMessage to the echo agent over `binding` from `workers` workers, each on its own
-/// connection with one request in flight, for `secs` after the warm-up. Every messageId is new
-/// (`bench-<run>-<worker>-<n>`), as a real client mints them; `<run>` keeps ids apart between
-/// runs on one gateway. Prints one line of `key=value` fields (bench-bindings.sh parses it); `tasks` is
-/// every successful send, warm-up included, for checking the gateway's task count. Fails, with
-/// no line, when any send did.
-pub async fn send(base: &str, binding: &str, workers: usize, secs: u64) -> Result<()> {
-    let clients = (0..workers)
-        .map(|_| send_client(base, binding))
-        .collect::<Result<Vec<_>>>()?;
-    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
-    let cpu_before = cpu_time()?;
-    let started = Instant::now();
-    let measure_from = started + WARM_UP;
-    let deadline = measure_from + Duration::from_secs(secs);
-    let runs = clients.into_iter().enumerate().map(|(worker, client)| {
-        let run = &run;
-        async move {
-            let mut sends = Sends::default();
-            for n in 0u64.. {
-                let sent = Instant::now();
-                if sent >= deadline {
-                    break;
-                }
-                let id = format!("bench-{run}-{worker}-{n}");
-                let answer = client.send_message(echo_request(id)).await;
-                match answer.map_err(anyhow::Error::from).and_then(completed) {
-                    Ok(()) if sent >= measure_from => sends.measured.push(sent.elapsed()),
-                    Ok(()) => sends.warm_up += 1,
-                    Err(e) => {
-                        sends.failed += 1;
-                        sends.first_error.get_or_insert_with(|| format!("{e:#}"));
-                    }
-                }
-            }
-            sends
-        }
-    });
-    let all = futures::future::join_all(runs).await;
-    // Every request started before the deadline is answered and counted, so the window runs
-    // until the last answer.
-    let window = measure_from.elapsed();
-    let cores = (cpu_time()? - cpu_before).as_secs_f64() / started.elapsed().as_secs_f64();
-    let mut total = Sends::default();
-    for sends in all {
-        total.measured.extend(sends.measured);
-        total.warm_up += sends.warm_up;
-        total.failed += sends.failed;
-        total.first_error = total.first_error.or(sends.first_error);
-    }
-    if let Some(first) = total.first_error {
-        bail!("{} sends failed; the first: {first}", total.failed);
-    }
-    let mut latencies = total.measured;
-    latencies.sort();
-    let ok = latencies.len();
-    if ok == 0 {
-        bail!("no send was answered after the warm-up");
-    }
-    println!(
-        "send binding={binding} workers={workers} secs={:.3} ok={ok} tasks={} rps={:.1} p50_ms={:.3} p99_ms={:.3} max_ms={:.3} generator_cores={cores:.2}",
-        window.as_secs_f64(),
-        ok as u64 + total.warm_up,
-        ok as f64 / window.as_secs_f64(),
-        ms(quantile(&latencies, 0.50)),
-        ms(quantile(&latencies, 0.99)),
-        ms(*latencies.last().unwrap()),
-    );
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use a2a_types::v1::{Task, TaskStatus};
-
     use super::*;
-
-    fn task_in(state: TaskState) -> SendMessageResponse {
-        SendMessageResponse {
-            payload: Some(send_message_response::Payload::Task(Task {
-                status: Some(TaskStatus {
-                    state: state as i32,
-                    ..Default::default()
-                }),
-                ..Default::default()
-            })),
-        }
-    }
-
-    #[test]
-    fn only_a_completed_task_is_a_success() {
-        assert!(completed(task_in(TaskState::Completed)).is_ok());
-        assert!(completed(task_in(TaskState::Failed)).is_err());
-        let message = SendMessageResponse {
-            payload: Some(send_message_response::Payload::Message(Message::default())),
-        };
-        assert!(completed(message).is_err());
-        assert!(completed(SendMessageResponse::default()).is_err());
-    }
-
-    #[test]
-    fn bindings_by_name() {
-        let base = "http://127.0.0.1:1/";
-        let kinds = ["jsonrpc", "rest", "grpc"].map(|b| send_client(base, b).unwrap());
-        assert_eq!(
-            kinds.each_ref().map(|c| c.binding().clone()),
-            [
-                Binding::JsonRpc {
-                    url: "http://127.0.0.1:1/a2a/jsonrpc".into()
-                },
-                Binding::Rest {
-                    url: "http://127.0.0.1:1/a2a/rest".into()
-                },
-                Binding::Grpc {
-                    endpoint: "http://127.0.0.1:1".into()
-                },
-            ]
-        );
-        assert!(send_client(base, "soap").is_err());
-    }
 
     #[test]
     fn quantiles() {

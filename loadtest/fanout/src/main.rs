@@ -5,7 +5,7 @@
 //! closed loop (`--concurrency`) or an open loop at a fixed or ramped arrival rate (`--rate`),
 //! check every answer, and end with a text summary, `--json`, `--report report.html` and thresholds.
 //! `baseline` measures the raw limits of this machine; `--compare a.json b.json` prints ratios.
-//! The benchmark scripts' modes (`raw`, `fanout`, `idle`, `bench-send`, `otlp-sink`) are in
+//! The benchmark scripts' modes (`raw`, `fanout`, `idle`, `otlp-sink`) are in
 //! [`legacy`].
 
 mod baseline;
@@ -37,6 +37,11 @@ use crate::load::{Load, Operation, Plan, Recorder};
 use crate::report::{Report, RunInfo};
 use crate::schedule::RateSpec;
 use crate::thresholds::Thresholds;
+
+/// mimalloc, as the gateway: the generator runs on the cores it measures, and glibc malloc and
+/// free were a tenth of its profile under `send`.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Exit status of a run whose thresholds were missed (1: an error or unexpected errors).
 const THRESHOLD_MISSED: u8 = 3;
@@ -106,14 +111,6 @@ enum Command {
         n: usize,
         b_pid: u32,
         db_url: Option<String>,
-    },
-    /// [legacy] SendMessage per binding, one `key=value` line (loadtest/bench-bindings.sh).
-    #[command(hide = true)]
-    BenchSend {
-        base: String,
-        binding: String,
-        workers: usize,
-        secs: u64,
     },
     /// An OTLP receiver that only counts spans (loadtest/bench.sh).
     #[command(hide = true)]
@@ -226,6 +223,10 @@ struct RunArgs {
     /// `{"chunks": 20, "delayMs": 10}`.
     #[arg(long, value_name = "JSON", value_parser = parse_json)]
     data: Option<serde_json::Value>,
+    /// A fresh `Idempotency-Key` on every send that creates a task (`lt-<run>-<n>`), as a
+    /// client that retries safely sends it (the gateway then claims each key).
+    #[arg(long)]
+    idempotency_key: bool,
     /// The state every finished task must reach.
     #[arg(long, default_value = "completed", value_parser = parse_state)]
     expect_state: a2a_types::v1::TaskState,
@@ -300,18 +301,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let command = cli.command.context("a command or --compare; see --help")?;
-    // `bench-send` runs on one thread, as h2load (one thread by default) does for the other
-    // rows of bench-bindings.sh: the generator then takes at most one of the cores it shares
-    // with the gateway, whatever the binding.
-    let mut runtime = if matches!(command, Command::BenchSend { .. }) {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        if let Some(n) = cli.threads {
-            b.worker_threads(n.max(1));
-        }
-        b
-    };
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cli.threads {
+        runtime.worker_threads(n.max(1));
+    }
     runtime.enable_all().build()?.block_on(async move {
         match command {
             Command::Send(a) => scenario_run(scenario::Kind::Send, a).await,
@@ -341,14 +334,6 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 b_pid,
                 db_url,
             } => legacy::idle(&a, &b, n, b_pid, db_url.as_deref())
-                .await
-                .map(|()| ExitCode::SUCCESS),
-            Command::BenchSend {
-                base,
-                binding,
-                workers,
-                secs,
-            } => legacy::send(&base, &binding, workers, secs)
                 .await
                 .map(|()| ExitCode::SUCCESS),
             Command::OtlpSink { addr, countfile } => otlp_sink::run(&addr, &countfile)
@@ -515,6 +500,7 @@ async fn scenario_report(kind: scenario::Kind, a: &RunArgs) -> Result<Report> {
             poll: a.poll,
             subscribers: a.subscribers,
             run_id,
+            idempotency_key: a.idempotency_key,
             webhook,
             push_timeout: a.push_timeout,
             mix,

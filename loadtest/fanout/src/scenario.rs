@@ -1,6 +1,7 @@
 //! The A2A scenarios: one operation each, checking every answer (state, ids, event order) and
 //! classifying every failure by kind.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,6 +97,8 @@ pub struct Options {
     pub subscribers: usize,
     /// Tells message ids of this run apart from earlier runs' on the same target.
     pub run_id: String,
+    /// Every send that creates a task carries an `Idempotency-Key` of its own.
+    pub idempotency_key: bool,
     /// `push`: the receiver and the URL the target delivers to.
     pub webhook: Option<(crate::push::Webhook, String)>,
     /// `push`: how long to wait for the terminal delivery.
@@ -146,6 +149,18 @@ fn request(o: &Options, n: u64, return_immediately: bool) -> SendMessageRequest 
         }),
         ..Default::default()
     }
+}
+
+/// The client that sends request `n`'s task-creating message: with `--idempotency-key`, a clone
+/// carrying that request's own key (cloning shares the connections).
+fn sender<'a>(c: &'a A2aClient, o: &Options, n: u64) -> Result<Cow<'a, A2aClient>, Failure> {
+    if !o.idempotency_key {
+        return Ok(Cow::Borrowed(c));
+    }
+    c.clone()
+        .with_header("idempotency-key", &format!("lt-{}-{n}", o.run_id))
+        .map(Cow::Owned)
+        .map_err(client_failure)
 }
 
 fn state_of(task: &Task) -> TaskState {
@@ -227,7 +242,7 @@ async fn one(
 }
 
 async fn send(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
-    let resp = c
+    let resp = sender(c, o, n)?
         .send_message(request(o, n, false))
         .await
         .map_err(client_failure)?;
@@ -242,7 +257,7 @@ async fn send(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
 
 async fn send_async(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
     let started = Instant::now();
-    let resp = c
+    let resp = sender(c, o, n)?
         .send_message(request(o, n, true))
         .await
         .map_err(client_failure)?;
@@ -357,7 +372,7 @@ fn check_state(state: Option<TaskState>, o: &Options, id: &str) -> Result<(), Fa
 
 async fn stream(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
     let started = Instant::now();
-    let events = c
+    let events = sender(c, o, n)?
         .send_streaming_message(request(o, n, false))
         .await
         .map_err(client_failure)?;
@@ -380,7 +395,7 @@ async fn subscribe(
     n: u64,
 ) -> Result<Outcome, Failure> {
     let started = Instant::now();
-    let resp = c
+    let resp = sender(c, o, n)?
         .send_message(request(o, n, true))
         .await
         .map_err(client_failure)?;
@@ -423,7 +438,10 @@ async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
             ..Default::default()
         });
     }
-    let resp = c.send_message(req).await.map_err(client_failure)?;
+    let resp = sender(c, o, n)?
+        .send_message(req)
+        .await
+        .map_err(client_failure)?;
     let accepted = started.elapsed();
     let id = match resp.payload {
         Some(send_message_response::Payload::Task(task)) => task.id,
@@ -456,7 +474,7 @@ async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
 /// "delayMs": 10}'`): the resumed stream must go on from the next id with no gap to the end.
 async fn resume(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
     let started = Instant::now();
-    let mut events = c
+    let mut events = sender(c, o, n)?
         .send_streaming_message(request(o, n, false))
         .await
         .map_err(client_failure)?;
@@ -511,7 +529,60 @@ async fn resume(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use a2a_client::Binding;
+
     use super::*;
+
+    #[tokio::test]
+    async fn each_send_carries_its_own_idempotency_key_when_asked() {
+        // A JSON-RPC endpoint that records each request's `idempotency-key` and answers with a
+        // completed task, over real HTTP.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let app = axum::Router::new().route(
+            "/rpc",
+            axum::routing::post(
+                move |headers: axum::http::HeaderMap, body: axum::Json<serde_json::Value>| {
+                    let key = headers
+                        .get("idempotency-key")
+                        .map(|v| v.to_str().unwrap().to_owned());
+                    record.lock().unwrap().push(key);
+                    async move {
+                        axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": body["id"],
+                            "result": {"task": {"id": "t", "contextId": "c",
+                                "status": {"state": "TASK_STATE_COMPLETED"}}}}))
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/rpc", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        for keyed in [true, false] {
+            let client = A2aClient::new(Binding::JsonRpc { url: url.clone() }).unwrap();
+            let options = Options {
+                text: "hello".into(),
+                data: None,
+                expect: TaskState::Completed,
+                poll: Duration::from_millis(5),
+                subscribers: 1,
+                run_id: "r1".into(),
+                idempotency_key: keyed,
+                webhook: None,
+                push_timeout: Duration::from_secs(1),
+                mix: vec![(Kind::Send, 1)],
+            };
+            let op = operation(Kind::Send, vec![client], Vec::new(), options);
+            for n in [7, 8] {
+                op(n).await.unwrap();
+            }
+        }
+        let want = [Some("lt-r1-7"), Some("lt-r1-8"), None, None].map(|k| k.map(str::to_owned));
+        assert_eq!(*seen.lock().unwrap(), want);
+        server.abort();
+    }
 
     #[test]
     fn a_mix_gives_each_scenario_its_share() {

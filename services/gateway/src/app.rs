@@ -405,26 +405,11 @@ pub async fn serve(
     svc: A2aService,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let stop = async move { shutdown.cancelled().await };
-    // No Nagle: a stream's events are small writes, and a write held back until the previous
-    // one is acknowledged meets the peer's delayed ACK (40 ms per gRPC stream event, measured
-    // with `a2a-loadtest stream --binding grpc`). The TLS listener does the same.
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     // Each request carries its connection's peer address (`ConnectInfo`) only where a per-IP
     // rate limit keys on it: nothing else reads it, and it costs an extension per request.
-    if svc.rate_limiter().is_some_and(|r| r.limits_ips()) {
-        let app = router(svc).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop)
-            .await
-    } else {
-        axum::serve(listener, router(svc))
-            .with_graceful_shutdown(stop)
-            .await
-    }
+    let connect_info = svc.rate_limiter().is_some_and(|r| r.limits_ips());
+    crate::conn::serve(listener, router(svc), connect_info, shutdown).await;
+    Ok(())
 }
 
 /// As [`serve`], over TLS: HTTP/1.1 and HTTP/2 (so gRPC) by ALPN on the one port. Each request

@@ -5,6 +5,7 @@ pub mod app;
 pub mod auth;
 pub mod bindings;
 pub mod config;
+mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod keys;

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
         }
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    // Inside the runtime: the OTLP gRPC exporter's channel is created on it.
+    // Inside the runtime: the OTLP exporter sends on it.
     let telemetry = {
         let _rt = runtime.enter();
         a2a_process::telemetry::init("a2a-gateway", a2a_process::telemetry::LogTo::Stdout)

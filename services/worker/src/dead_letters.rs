@@ -1,9 +1,12 @@
 //! `a2a-worker dead-letters list|replay`: inspect deliveries that gave up, and offer them again.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use a2a_delivery::payload;
 use a2a_store::pg::{DeadLetter, PgDeliveryStore};
+use a2a_types::Dialect;
 use bytes::Bytes;
 
 use crate::config::WorkerConfig;
@@ -129,7 +132,13 @@ async fn replay(
     };
     let mut out = Vec::new();
     for d in &letters {
-        let body = Bytes::from(serde_json::to_vec(&d.event).map_err(|e| e.to_string())?);
+        let body = match replay_body(&store, d).await {
+            Ok(body) => body,
+            Err(e) => {
+                out.push(format!("{}\tnot replayed: {e}", d.id));
+                continue;
+            }
+        };
         let outcome = deliverer
             .deliver(&Delivery {
                 task_id: &d.task_id,
@@ -137,6 +146,7 @@ async fn replay(
                 event: &d.event,
                 body: &body,
                 config: &d.config,
+                dialect: d.dialect,
                 published_ms: None,
                 trace: None,
             })
@@ -160,4 +170,29 @@ async fn replay(
     drop(deliverer);
     let _ = tokio::time::timeout(Duration::from_secs(5), log_task).await;
     Ok(out.join("\n"))
+}
+
+/// What the delivery would have sent: the event to a 1.0 webhook; to a 0.3 one the task as it
+/// was after the event, folded from the task's event log (gone with the task: then the replay
+/// is not replayed rather than send a 0.3 webhook a payload it cannot read).
+async fn replay_body(store: &PgDeliveryStore, d: &DeadLetter) -> Result<Bytes, String> {
+    match d.dialect {
+        Dialect::V1 => Ok(payload::event_body(&d.event)),
+        Dialect::V03 => {
+            let log = store
+                .events(&d.task_id, 0, d.seq)
+                .await
+                .map_err(|e| e.to_string())?;
+            let task = payload::snapshots(&log, &HashSet::from([d.seq]))
+                .remove(&d.seq)
+                .ok_or_else(|| {
+                    format!(
+                        "dead letter {}: the event log of task {} no longer holds event {} \
+                         (a 0.3 webhook gets the task as it was then)",
+                        d.id, d.task_id, d.seq
+                    )
+                })?;
+            Ok(payload::task_body_v03(&task))
+        }
+    }
 }

@@ -51,7 +51,7 @@ fn main() -> ExitCode {
     }
     // `serve` logs to stdout (where it says where it listens); the CLI keeps stdout for output.
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    // Inside the runtime: the OTLP gRPC exporter's channel is created on it.
+    // Inside the runtime: the OTLP exporter sends on it.
     let telemetry = {
         let _rt = runtime.enter();
         let to = if command == "serve" {

@@ -15,7 +15,11 @@
 //! `XREAD BLOCK` and hands each entry to the local subscribers of its task through bounded
 //! channels. The work per event is therefore the same for 1 or 10,000 subscribers (an XREAD over
 //! one stream per subscribed task would grow with every subscription); the price is that every
-//! replica reads every event, which is small next to what it takes to commit them. A subscriber
+//! replica reads every event, which is small next to what it takes to commit them. Events
+//! published by this process reach its own subscribers of their task as soon as Redis has taken
+//! them (with their entry ids, so the reader skips them there): a blocking send, whose follower
+//! is on the replica that runs its turn, waits for no XREAD. While the reader runs, a subscription
+//! starts where it has read to, without a Redis command. A subscriber
 //! that falls behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and
 //! re-reads the event log; the reader reconnects with backoff.
 
@@ -78,8 +82,26 @@ fn parse_id(id: &str) -> StreamId {
     (ms.parse().unwrap_or(0), seq.parse().unwrap_or(0))
 }
 
+/// What a subscriber's channel holds: the event shared by every local subscriber of its task,
+/// so a slot is two words. The channel allocates its slots in blocks of 32 as soon as it is
+/// made; with a whole [`BusItem`] per slot that block was 2 KiB for every open subscription,
+/// idle or not.
+enum Queued {
+    Event(Arc<BusEvent>),
+    Lagged,
+}
+
+impl From<Queued> for BusItem {
+    fn from(q: Queued) -> Self {
+        match q {
+            Queued::Event(ev) => BusItem::Event(Arc::unwrap_or_clone(ev)),
+            Queued::Lagged => BusItem::Lagged,
+        }
+    }
+}
+
 struct Subscriber {
-    tx: mpsc::Sender<BusItem>,
+    tx: mpsc::Sender<Queued>,
     /// The last entry of `{prefix}events` this subscriber has seen (or the stream's end when it
     /// subscribed): entries up to it were published before the subscription and are skipped.
     last: StreamId,
@@ -89,6 +111,10 @@ struct Subscriber {
 struct Registry {
     /// Subscribers by task id, then by subscription id.
     tasks: HashMap<String, HashMap<u64, Subscriber>>,
+    /// The last entry of `{prefix}events` the reader has fanned out (or found nothing after),
+    /// while its connection is healthy: a subscription registered now gets every entry after
+    /// it, which includes everything published from now on, so it needs no Redis command.
+    read_to: Option<StreamId>,
 }
 
 struct Shared {
@@ -165,46 +191,52 @@ impl RedisEventBus {
         task_key(&self.shared.prefix, task_id)
     }
 
-    /// Appends `event` to its task's stream and to `{prefix}events`, in one pipeline.
-    async fn append(&self, event: &BusEvent) -> Result<(), BusError> {
-        let key = self.task_key(&event.task_id);
-        let body = encode(&event.event);
-        let seq = event.seq.to_string();
-        let mut fields: Vec<(&str, &[u8])> = vec![
-            ("t", event.task_id.as_bytes()),
-            ("s", seq.as_bytes()),
-            ("e", &body),
-        ];
-        if let Some(tp) = &event.trace {
-            fields.push(("tp", tp.as_bytes()));
+    /// Appends `events` (one task's, in order) to the task's stream and to `{prefix}events`, in
+    /// one pipeline: one round trip whatever their number, and one expiry refresh (the last
+    /// event's, which a terminal event shortens).
+    /// Returns the ids of the `{prefix}events` entries, in order.
+    async fn append(&self, events: &[BusEvent]) -> Result<Vec<StreamId>, BusError> {
+        let Some(last) = events.last() else {
+            return Ok(Vec::new());
+        };
+        let key = self.task_key(&last.task_id);
+        let all = events_key(&self.shared.prefix);
+        let mut pipe = redis::pipe();
+        for event in events {
+            let body = encode(&event.event);
+            let seq = event.seq.to_string();
+            let mut fields: Vec<(&str, &[u8])> = vec![
+                ("t", event.task_id.as_bytes()),
+                ("s", seq.as_bytes()),
+                ("e", &body),
+            ];
+            if let Some(tp) = &event.trace {
+                fields.push(("tp", tp.as_bytes()));
+            }
+            pipe.cmd("XADD")
+                .arg(&key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(TASK_MAXLEN)
+                .arg("*")
+                .arg(&fields[..])
+                .ignore()
+                .cmd("XADD")
+                .arg(&all)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(EVENTS_MAXLEN)
+                .arg("*")
+                .arg(&fields[..]);
         }
-        let ttl = match event_state(&event.event).is_some_and(is_terminal) {
+        let ttl = match event_state(&last.event).is_some_and(is_terminal) {
             true => TERMINAL_TASK_TTL_SECS,
             false => TASK_TTL_SECS,
         };
-        let mut pipe = redis::pipe();
-        pipe.cmd("XADD")
-            .arg(&key)
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(TASK_MAXLEN)
-            .arg("*")
-            .arg(&fields[..])
-            .ignore()
-            .cmd("EXPIRE")
-            .arg(&key)
-            .arg(ttl)
-            .ignore()
-            .cmd("XADD")
-            .arg(events_key(&self.shared.prefix))
-            .arg("MAXLEN")
-            .arg("~")
-            .arg(EVENTS_MAXLEN)
-            .arg("*")
-            .arg(&fields[..])
-            .ignore();
+        pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
         let mut conn = self.conn().await?;
-        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+        let ids: Vec<String> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        Ok(ids.iter().map(|id| parse_id(id)).collect())
     }
 
     /// Remembers `event` as its task's last unpublished one and makes sure a republisher runs.
@@ -240,7 +272,7 @@ impl RedisEventBus {
                 pending.values().cloned().collect()
             };
             for event in batch {
-                if self.append(&event).await.is_err() {
+                if self.append(std::slice::from_ref(&event)).await.is_err() {
                     break;
                 }
                 let mut pending = self
@@ -266,6 +298,47 @@ impl RedisEventBus {
                 return;
             }
         }
+    }
+
+    /// Hands published events to this process's subscribers of their task at once, with the
+    /// entry ids Redis gave them: the reader, reaching those entries later, skips them for these
+    /// subscribers (ids up to their `last`), and a terminal event ends their subscriptions here.
+    /// A follower on the replica that runs the turn (every blocking send) thus waits for no
+    /// XREAD, and the reader decodes nothing for it.
+    fn deliver_here(&self, events: &[BusEvent], ids: &[StreamId]) {
+        let Some(task_id) = events.first().map(|e| e.task_id.as_str()) else {
+            return;
+        };
+        let mut registry = self.shared.registry.lock().expect("bus lock");
+        let Some(subs) = registry.tasks.get_mut(task_id) else {
+            return;
+        };
+        for (event, &id) in events.iter().zip(ids) {
+            deliver(subs, id, &Arc::new(event.clone()));
+        }
+        if subs.is_empty() {
+            registry.tasks.remove(task_id);
+        }
+    }
+
+    /// The stream of a registered subscription, which removes it when dropped.
+    fn subscription(
+        &self,
+        task_id: &str,
+        sub_id: u64,
+        rx: mpsc::Receiver<Queued>,
+    ) -> BoxStream<'static, BusItem> {
+        let guard = Unsubscribe {
+            shared: self.shared.clone(),
+            task_id: task_id.to_owned(),
+            sub_id,
+        };
+        ReceiverStream::new(rx)
+            .map(move |item| {
+                let _keep = &guard;
+                BusItem::from(item)
+            })
+            .boxed()
     }
 
     /// Number of tasks with local subscribers (for tests and metrics).
@@ -360,23 +433,36 @@ impl EventBus for RedisEventBus {
     /// published): from that entry the worker reads whatever it missed from the event log.
     /// What is kept is lost if this process dies during the outage.
     async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
-        match self.append(&event).await {
-            Ok(()) => {
+        self.publish_all(vec![event]).await
+    }
+
+    /// The events of one commit in one round trip (see [`RedisEventBus::append`]); on failure
+    /// the last of them is kept for republishing, as [`publish`](Self::publish) keeps one.
+    async fn publish_all(&self, mut events: Vec<BusEvent>) -> Result<(), BusError> {
+        let result = self.append(&events).await;
+        if let Ok(ids) = &result {
+            self.deliver_here(&events, ids);
+        }
+        let Some(last) = events.pop() else {
+            return Ok(());
+        };
+        match result {
+            Ok(_) => {
                 let mut pending = self
                     .shared
                     .unpublished
                     .lock()
                     .unwrap_or_else(|e| e.into_inner());
                 if pending
-                    .get(&event.task_id)
-                    .is_some_and(|p| p.seq <= event.seq)
+                    .get(&last.task_id)
+                    .is_some_and(|p| p.seq <= last.seq)
                 {
-                    pending.remove(&event.task_id);
+                    pending.remove(&last.task_id);
                 }
                 Ok(())
             }
             Err(e) => {
-                self.keep_unpublished(event);
+                self.keep_unpublished(last);
                 Err(e)
             }
         }
@@ -384,9 +470,24 @@ impl EventBus for RedisEventBus {
 
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
-        // "From now on" is the events stream's current last entry; anything published after
-        // this call returns has a larger id, and the reader, which reads that stream in order,
-        // reaches it after this subscription is registered.
+        let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
+        // While the reader runs, "from now on" is where it has read to: anything published after
+        // this call returns has a larger id, and the reader reaches it after this subscription
+        // is registered (entries published a moment before it may come too: followers skip
+        // sequence numbers they have). One lock, no round trip.
+        {
+            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
+            if let Some(last) = registry.read_to {
+                registry
+                    .tasks
+                    .entry(task_id.to_owned())
+                    .or_default()
+                    .insert(sub_id, Subscriber { tx, last });
+                return Ok(self.subscription(task_id, sub_id, rx));
+            }
+        }
+        // The reader is not positioned yet (or reconnecting): "from now on" is the events
+        // stream's current last entry, which the reader reaches in order.
         let last = match self.conn().await {
             Ok(mut conn) => last_id(&mut conn, &events_key(&self.shared.prefix))
                 .await
@@ -398,10 +499,9 @@ impl EventBus for RedisEventBus {
             // (ids are server milliseconds); an older entry read later is a sequence number the
             // follower already has and skips.
             tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
-            let _ = tx.try_send(BusItem::Lagged);
+            let _ = tx.try_send(Queued::Lagged);
             (now_ms(), 0)
         });
-        let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
         self.shared
             .registry
             .lock()
@@ -410,17 +510,7 @@ impl EventBus for RedisEventBus {
             .entry(task_id.to_owned())
             .or_default()
             .insert(sub_id, Subscriber { tx, last });
-        let guard = Unsubscribe {
-            shared: self.shared.clone(),
-            task_id: task_id.to_owned(),
-            sub_id,
-        };
-        Ok(ReceiverStream::new(rx)
-            .map(move |item| {
-                let _keep = &guard;
-                item
-            })
-            .boxed())
+        Ok(self.subscription(task_id, sub_id, rx))
     }
 
     fn is_remote(&self) -> bool {
@@ -550,7 +640,12 @@ async fn read_until_error(
             .arg(format!("{}-{}", control_id.0, control_id.1))
             .query_async(conn)
             .await?;
-        let Some(reply) = reply else { continue };
+        let Some(reply) = reply else {
+            // Nothing after `events_id` within the block: the reader is at the stream's end.
+            shared.registry.lock().expect("bus lock").read_to = *events_id;
+            continue;
+        };
+        let mut fanned_out = false;
         for stream in reply.keys {
             if stream.key == control {
                 for entry in &stream.ids {
@@ -564,16 +659,22 @@ async fn read_until_error(
                 if let Some(last) = stream.ids.last() {
                     *events_id = Some(parse_id(&last.id));
                 }
-                fan_out(shared, &stream.ids);
+                fan_out(shared, &stream.ids, *events_id);
+                fanned_out = true;
             }
+        }
+        if !fanned_out {
+            shared.registry.lock().expect("bus lock").read_to = *events_id;
         }
     }
 }
 
 /// Delivers entries of the events stream to the local subscribers of their tasks that have not
 /// seen them yet. Entries of tasks nobody here follows are skipped without being decoded.
-fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId]) {
+/// `read_to` is where the reader is once they are delivered (see [`Registry::read_to`]).
+fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId], read_to: Option<StreamId>) {
     let mut registry = shared.registry.lock().expect("bus lock");
+    registry.read_to = read_to;
     for entry in entries {
         let id = parse_id(&entry.id);
         let Some(task_id) = entry.get::<String>("t") else {
@@ -583,12 +684,15 @@ fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId]) {
         let Some(subs) = registry.tasks.get_mut(&task_id) else {
             continue;
         };
+        if subs.values().all(|sub| id <= sub.last) {
+            continue; // handed over by `deliver_here` when it was published in this process
+        }
         let Some(event) = decode(entry) else {
             // The followers re-read the event log, which has the event.
             tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
             for sub in subs.values_mut() {
                 sub.last = sub.last.max(id);
-                let _ = sub.tx.try_send(BusItem::Lagged);
+                let _ = sub.tx.try_send(Queued::Lagged);
             }
             continue;
         };
@@ -596,31 +700,39 @@ fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId]) {
         // any skew between it and this host.
         let lag_ms = now_ms().saturating_sub(id.0);
         metrics::histogram!("a2a_bus_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
-        let terminal = event_state(&event.event).is_some_and(is_terminal);
-        subs.retain(|_, sub| {
-            if id <= sub.last {
-                return true;
-            }
-            sub.last = id;
-            if sub.tx.capacity() > 1 {
-                let _ = sub.tx.try_send(BusItem::Event(event.clone()));
-            } else {
-                // Full: drop the event and say so (the last slot is kept for this notice).
-                let _ = sub.tx.try_send(BusItem::Lagged);
-            }
-            // The terminal event ends the subscription: dropping the sender closes the stream.
-            !terminal && !sub.tx.is_closed()
-        });
+        deliver(subs, id, &Arc::new(event));
         if subs.is_empty() {
             registry.tasks.remove(&task_id);
         }
     }
 }
 
+/// Gives the entry `id` of `{prefix}events` (`event`) to the subscribers that have not seen it.
+fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEvent>) {
+    let terminal = event_state(&event.event).is_some_and(is_terminal);
+    subs.retain(|_, sub| {
+        if id <= sub.last {
+            return true;
+        }
+        sub.last = id;
+        if sub.tx.capacity() > 1 {
+            let _ = sub.tx.try_send(Queued::Event(event.clone()));
+        } else {
+            // Full: drop the event and say so (the last slot is kept for this notice).
+            let _ = sub.tx.try_send(Queued::Lagged);
+        }
+        // The terminal event ends the subscription: dropping the sender closes the stream.
+        !terminal && !sub.tx.is_closed()
+    });
+}
+
+/// The reader lost its connection: every follower re-reads the log, and subscriptions made
+/// until it reads again are positioned by Redis itself (or told to read the log).
 fn lag_everyone(shared: &Shared) {
-    if let Ok(registry) = shared.registry.lock() {
+    if let Ok(mut registry) = shared.registry.lock() {
+        registry.read_to = None;
         for sub in registry.tasks.values().flat_map(|s| s.values()) {
-            let _ = sub.tx.try_send(BusItem::Lagged);
+            let _ = sub.tx.try_send(Queued::Lagged);
         }
     }
 }

@@ -10,6 +10,9 @@ impl EventBus for TestBus {
     async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
         self.0.publish(event).await
     }
+    async fn publish_all(&self, events: Vec<BusEvent>) -> Result<(), BusError> {
+        self.0.publish_all(events).await
+    }
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         self.0.subscribe(task_id).await
     }
@@ -189,4 +192,78 @@ async fn an_entry_that_does_not_decode_is_stepped_over() {
     );
     let second = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
     assert!(matches!(second.unwrap(), Some(BusItem::Event(ev)) if ev.seq == 2));
+}
+
+/// Once the reader runs, a subscription is positioned where it has read to, without a Redis
+/// command: it gets what is published after it, and nothing the reader had already passed.
+#[tokio::test]
+async fn a_subscription_starts_where_the_reader_is() {
+    let bus = bus().await;
+    let read_to = || bus.0.shared.registry.lock().unwrap().read_to;
+    // Anything published moves the reader; wait until it has passed this one.
+    let mut warm = bus.subscribe("warm").await.unwrap();
+    bus.publish(crate::suite::working("warm", 1)).await.unwrap();
+    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    assert!(matches!(warm.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut conn = bus.0.conn().await.unwrap();
+    let end = last_id(&mut conn, &events_key(&bus.0.shared.prefix))
+        .await
+        .unwrap();
+    while read_to().is_none_or(|at| at < end) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reader reaches the end"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut sub = bus.subscribe("t").await.unwrap();
+    bus.publish_all(vec![
+        crate::suite::working("t", 2),
+        crate::suite::working("t", 3),
+    ])
+    .await
+    .unwrap();
+    let mut seqs = Vec::new();
+    while seqs.len() < 2 {
+        match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+            Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    assert_eq!(seqs, [2, 3]);
+}
+
+/// Events published by this process reach its subscribers at once and the reader does not
+/// deliver them again, while another process's subscribers get them through the reader: each
+/// subscriber sees each event once, in order.
+#[tokio::test]
+async fn published_here_and_read_there_each_event_arrives_once() {
+    let redis = a2a_testing::TestRedis::create().await;
+    let here = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let there = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let mut local = here.subscribe("t").await.unwrap();
+    let mut remote = there.subscribe("t").await.unwrap();
+    here.publish_all((1..=3).map(|seq| crate::suite::working("t", seq)).collect())
+        .await
+        .unwrap();
+    here.publish(crate::suite::working("t", 4)).await.unwrap();
+    let done = crate::suite::status_event("t", 5, a2a_types::v1::TaskState::Completed);
+    here.publish(done).await.unwrap();
+    for sub in [&mut local, &mut remote] {
+        let mut seqs = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+                Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
+                Ok(None) => break,
+                other => panic!("expected an event or the end, got {other:?}"),
+            }
+        }
+        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+    }
+    assert_eq!(
+        here.open_channels(),
+        0,
+        "the terminal event ended the subscription"
+    );
 }

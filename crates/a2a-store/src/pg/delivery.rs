@@ -75,6 +75,8 @@ pub struct NewDeadLetter {
     pub seq: u64,
     pub config: TaskPushNotificationConfig,
     pub event: StreamResponse,
+    /// The dialect of the webhook: a replay sends that dialect's payload.
+    pub dialect: Dialect,
     pub attempts: u32,
     pub last_error: String,
 }
@@ -87,6 +89,7 @@ pub struct DeadLetter {
     pub seq: u64,
     pub config: TaskPushNotificationConfig,
     pub event: StreamResponse,
+    pub dialect: Dialect,
     pub attempts: u32,
     pub last_error: String,
     /// Unix milliseconds.
@@ -417,8 +420,8 @@ impl PgDeliveryStore {
     pub async fn add_dead_letter(&self, d: &NewDeadLetter) -> StoreResult<i64> {
         const SQL: &str = "\
             INSERT INTO push_dead_letters \
-                (task_id, seq, config_id, url, config, event, attempts, last_error) \
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id";
+                (task_id, seq, config_id, url, config, event, attempts, last_error, dialect) \
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id";
         let row = sqlx::query(SQL)
             .bind(&d.task_id)
             .bind(to_i64(d.seq))
@@ -428,6 +431,7 @@ impl PgDeliveryStore {
             .bind(encode(&d.event))
             .bind(i32::try_from(d.attempts).unwrap_or(i32::MAX))
             .bind(&d.last_error)
+            .bind(d.dialect.as_str())
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
@@ -452,7 +456,7 @@ impl PgDeliveryStore {
     ) -> StoreResult<Vec<DeadLetter>> {
         // Times as Unix ms: sqlx is built without chrono.
         const SQL: &str = "\
-            SELECT id, task_id, seq, config, event, attempts, last_error, \
+            SELECT id, task_id, seq, config, event, dialect, attempts, last_error, \
                    (extract(epoch FROM created_at) * 1000)::int8 AS created_ms, \
                    (extract(epoch FROM replayed_at) * 1000)::int8 AS replayed_ms, replay_outcome \
               FROM push_dead_letters \
@@ -500,6 +504,7 @@ fn dead_letter(row: &sqlx::postgres::PgRow) -> StoreResult<DeadLetter> {
         seq: to_u64(row.try_get("seq").map_err(row_error)?),
         config: decode(&config, "push config")?,
         event: decode(&event, "event")?,
+        dialect: Dialect::from_stored(row.try_get("dialect").map_err(row_error)?),
         attempts: u32::try_from(attempts).unwrap_or(0),
         last_error: row.try_get("last_error").map_err(row_error)?,
         created_ms: row.try_get("created_ms").map_err(row_error)?,

@@ -26,10 +26,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use a2a_process::metrics::Cached;
-use a2a_process::telemetry;
+use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
 use metrics::{Counter, Histogram};
-use tracing::Instrument;
-use tracing::field::Empty;
 
 use a2a_types::A2aError;
 use axum::http::{HeaderMap, HeaderValue};
@@ -131,7 +129,7 @@ pub struct Call {
     recorded: bool,
     /// The SERVER span, built by [`Call::admit`] when the request is sampled (unset while
     /// traces are off, for an unsampled request, and before admission).
-    span: OnceLock<tracing::Span>,
+    span: OnceLock<TraceSpan>,
     /// The HTTP method and route template, kept for the span while traces are on.
     http: Option<(String, String)>,
     /// The HTTP status a binding answers with when it is not the error's own (REST's 415).
@@ -182,15 +180,15 @@ impl Call {
     }
 
     /// The call's SERVER span, for attributes only the operation knows (`a2a.task_id`, ...).
-    pub fn span(&self) -> &tracing::Span {
-        static NONE: tracing::Span = tracing::Span::none();
+    pub fn span(&self) -> &TraceSpan {
+        static NONE: TraceSpan = TraceSpan::NONE;
         self.span.get().unwrap_or(&NONE)
     }
 
     /// Runs the operation inside the SERVER span (its logs carry the trace id, its store reads
     /// and upstream calls are children).
-    pub fn traced<F: Future>(&self, op: F) -> tracing::instrument::Instrumented<F> {
-        op.instrument(self.span().clone())
+    pub fn traced<F: Future>(&self, op: F) -> telemetry::Traced<F> {
+        self.span().in_span(op)
     }
 
     /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
@@ -214,12 +212,16 @@ impl Call {
         if telemetry::sample_request(parent.as_ref())
             && let Some(remote) = remote
         {
-            let span = server_span(self.binding, self.method_name(), self.http.as_ref());
-            telemetry::set_parent(&span, remote);
+            let span = server_span(
+                self.binding,
+                self.method_name(),
+                self.http.as_ref(),
+                &remote,
+            );
             let _ = self.span.set(span);
         }
         let mut ctx = request_context(headers, query, self.dialects).map_err(Refusal::Invalid)?;
-        if let Some(tp) = telemetry::traceparent(self.span()) {
+        if let Some(tp) = self.span().traceparent() {
             // The turn and the events it publishes continue from this call's span.
             ctx.traceparent = Some(tp);
         } else if telemetry::enabled() {
@@ -245,9 +247,7 @@ impl Call {
             client_cert,
         };
         // In the span: a refusal's log line carries the trace id.
-        let auth = svc
-            .authenticate(&mut ctx, creds)
-            .instrument(self.span().clone());
+        let auth = self.span().in_span(svc.authenticate(&mut ctx, creds));
         if let Err(r) = auth.await {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
@@ -276,7 +276,7 @@ impl Call {
     /// Records a call answered with `err` (the outcome is its ErrorInfo reason).
     pub fn failed(mut self, err: &A2aError) {
         let codes = err.codes();
-        if !self.span().is_disabled() {
+        if self.span().is_traced() {
             let status = self.status.unwrap_or(match self.binding {
                 Binding::Rest => codes.http,
                 // JSON-RPC answers errors with 200, except the transport's own refusals.
@@ -291,10 +291,8 @@ impl Call {
             });
             self.status = Some(status);
             if self.binding == Binding::Grpc {
-                self.span().record(
-                    "rpc.response.status_code",
-                    format!("{:?}", codes.grpc).to_uppercase(),
-                );
+                self.span()
+                    .set("rpc.response.status_code", grpc_code_name(codes.grpc));
             }
             // Server errors are the gateway's (or its upstream's) failure; client errors are not.
             let server_error = match self.binding {
@@ -310,7 +308,7 @@ impl Call {
                 _ => codes.http >= 500,
             };
             if server_error {
-                self.span().record("otel.status_code", "ERROR");
+                self.span().set_error();
             }
         }
         self.record(codes.reason);
@@ -349,14 +347,21 @@ impl Call {
 
     fn record(&mut self, outcome: &'static str) {
         self.recorded = true;
-        if !self.span().is_disabled() {
+        if self.span().is_traced() {
             self.end_span(outcome);
         }
         let elapsed = self.started.elapsed();
         // An access line at debug level, in the call's span (so it carries its trace id).
-        tracing::debug!(parent: self.span(), binding = self.binding.as_str(),
-            method = self.method_name(), outcome, elapsed_ms = elapsed.as_millis() as u64,
-            "a2a call");
+        if tracing::enabled!(tracing::Level::DEBUG) {
+            let _in_span = self.span().enter();
+            tracing::debug!(
+                binding = self.binding.as_str(),
+                method = self.method_name(),
+                outcome,
+                elapsed_ms = elapsed.as_millis() as u64,
+                "a2a call"
+            );
+        }
         let (binding, method) = (self.binding.as_str(), self.method_name());
         let handles = REQUEST_METRICS[self.binding.index()][self.method].get(|| {
             let ok = metrics::counter!(
@@ -396,50 +401,71 @@ static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; METHODS.len() + 1]; 3] =
     [const { [const { Cached::new() }; METHODS.len() + 1] }; 3];
 
 impl Call {
+    /// The SERVER span's outcome attributes, then its end (a stream's at its opening).
     fn end_span(&self, outcome: &'static str) {
         let span = self.span();
         if self.binding != Binding::Grpc {
-            span.record("http.response.status_code", self.status.unwrap_or(200));
+            span.set(
+                "http.response.status_code",
+                i64::from(self.status.unwrap_or(200)),
+            );
         } else if outcome == "ok" {
-            span.record("rpc.response.status_code", "OK");
+            span.set("rpc.response.status_code", "OK");
         }
         if outcome != "ok" {
-            span.record("error.type", outcome);
-            span.record("a2a.error.reason", outcome);
+            span.set("error.type", outcome);
+            span.set("a2a.error.reason", outcome);
         }
+        span.end();
     }
 }
 
-/// The SERVER span of one sampled call (attributes: README, Traces), named after its method.
+/// The SERVER span of one sampled call (attributes: README, Traces), named after its method,
+/// child of the caller's `traceparent` (`remote`; a new trace without one).
 fn server_span(
     binding: Binding,
     method: &'static str,
     http: Option<&(String, String)>,
-) -> tracing::Span {
+    remote: &telemetry::Context,
+) -> TraceSpan {
+    let mut attributes = Vec::with_capacity(6);
     // HTTP+JSON is an HTTP API, not an RPC protocol: it has no `rpc.system.name`.
-    let system = match binding {
-        Binding::JsonRpc => Some("jsonrpc"),
-        Binding::Grpc => Some("grpc"),
-        Binding::Rest => None,
-    };
-    tracing::info_span!(
-        "a2a.server",
-        otel.name = method,
-        otel.kind = "server",
-        otel.status_code = Empty,
-        rpc.system.name = system,
-        rpc.method = method,
-        rpc.response.status_code = Empty,
-        http.request.method = http.map(|(m, _)| m.as_str()),
-        http.route = http.map(|(_, r)| r.as_str()),
-        http.response.status_code = Empty,
-        error.type = Empty,
-        a2a.binding = binding.as_str(),
-        a2a.task_id = Empty,
-        a2a.context_id = Empty,
-        a2a.agent = Empty,
-        a2a.error.reason = Empty,
-    )
+    match binding {
+        Binding::JsonRpc => attributes.push(KeyValue::new("rpc.system.name", "jsonrpc")),
+        Binding::Grpc => attributes.push(KeyValue::new("rpc.system.name", "grpc")),
+        Binding::Rest => {}
+    }
+    attributes.push(KeyValue::new("rpc.method", method));
+    if let Some((m, route)) = http {
+        attributes.push(KeyValue::new("http.request.method", m.clone()));
+        attributes.push(KeyValue::new("http.route", route.clone()));
+    }
+    attributes.push(KeyValue::new("a2a.binding", binding.as_str()));
+    TraceSpan::start(method, SpanKind::Server, attributes, remote)
+}
+
+/// A gRPC status code as the OpenTelemetry conventions spell it (`NOT_FOUND`).
+fn grpc_code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
 }
 
 impl Drop for Call {

@@ -29,7 +29,7 @@ use futures::StreamExt;
 use sha2::{Digest, Sha256};
 
 use super::follow::settle;
-use super::runner::SendOptions;
+use super::runner::{SendOptions, through_outage};
 use super::{A2aService, EventStream, RequestContext, SeqEvent, store_error};
 
 /// The card's declaration of this behaviour (`capabilities.extensions[]`, not required).
@@ -83,7 +83,12 @@ impl Drop for KeyHold {
             return;
         };
         runtime.spawn(async move {
-            if let Err(e) = store.release_key(&owner, &key, &task_id).await {
+            // Through a store outage too: the send failed, often because of that outage, and
+            // its client retries with the key, which must not stay held by a live replica.
+            let freed = through_outage(&task_id, "freeing an idempotency key", || {
+                store.release_key(&owner, &key, &task_id)
+            });
+            if let Err(e) = freed.await.0 {
                 // The key stays held until it expires, or until a retry finds its holder gone.
                 tracing::warn!(error = %e, "cannot free an idempotency key");
             }

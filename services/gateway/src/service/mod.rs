@@ -64,7 +64,7 @@ pub struct RequestContext {
     pub idempotency_key: Option<String>,
     /// The call's SERVER span (disabled while traces are off), for the `a2a.*` attributes only
     /// the operation learns (task, context, agent).
-    pub span: tracing::Span,
+    pub span: a2a_process::telemetry::TraceSpan,
     /// What the call costs under the rate limits (its method's cost, README *Rate limits*); a
     /// send charges it to the agent it reaches too.
     pub cost: u32,
@@ -84,7 +84,7 @@ impl RequestContext {
             traceparent: None,
             last_event_id: None,
             idempotency_key: None,
-            span: tracing::Span::none(),
+            span: a2a_process::telemetry::TraceSpan::NONE,
             cost: 1,
             dialect: a2a_types::Dialect::V1,
         }

@@ -4,11 +4,10 @@
 //! it creates the task on the agent's first event, commits every event (store first, then bus)
 //! and stops at the first terminal or interrupted state or when canceled.
 
-use a2a_process::telemetry;
+use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::Instrument;
 
 use a2a_bus::BusEvent;
 use a2a_store::{
@@ -83,6 +82,10 @@ pub(super) struct Turn {
     pub priority: Priority,
     /// The idempotency key this send holds, kept once the turn reaches its task.
     pub key: Option<KeyHold>,
+    /// A blocking SendMessage waits for this turn: when the turn's first write already settles
+    /// the task (echo's whole answer is one write), the runner answers with the settled
+    /// snapshot instead of the task as created, and the caller has nothing left to follow.
+    pub blocking: bool,
     /// The owner's running-turn unit (`running_turns_per_owner`): dropped with the turn, when
     /// its runner ends however it ends.
     pub _quota: QuotaGuard,
@@ -134,12 +137,13 @@ impl A2aService {
         let _waiting = blocking
             .then(|| self.inner.quotas.acquire(Quota::BlockingSends, &ctx.owner))
             .transpose()?;
-        let (turn, opts) = match self.prepare_turn(ctx, req).await? {
+        let (mut turn, opts) = match self.prepare_turn(ctx, req).await? {
             Prepared::Turn(turn, opts) => (*turn, opts),
             Prepared::Replay(task_id, opts) => {
                 return self.replay_send(ctx, &task_id, opts).await;
             }
         };
+        turn.blocking = !opts.return_immediately;
         let task_id = turn.request.task_id.clone();
         let bus = self.subscribe_bus(&task_id).await?;
         let first = first_answer(self.start_turn(turn).await);
@@ -278,11 +282,10 @@ impl A2aService {
             let turn = turns_of(&rec.task).saturating_add(1);
             (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
         };
-        if !ctx.span.is_disabled() {
-            ctx.span.record("a2a.task_id", message.task_id.as_str());
-            ctx.span
-                .record("a2a.context_id", message.context_id.as_str());
-            ctx.span.record("a2a.agent", agent.name());
+        if ctx.span.is_traced() {
+            ctx.span.set_str("a2a.task_id", &message.task_id);
+            ctx.span.set_str("a2a.context_id", &message.context_id);
+            ctx.span.set_str("a2a.agent", agent.name());
         }
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
@@ -347,6 +350,7 @@ impl A2aService {
             resume: Resume::No,
             priority,
             key,
+            blocking: false,
             _quota: quota,
         };
         Ok(Prepared::Turn(Box::new(turn), opts))
@@ -447,12 +451,11 @@ impl A2aService {
         // (named by the request's traceparent), and the events it publishes carry the turn's
         // context. Without traces, events carry the client's traceparent as it came.
         let span = turn_span(&turn);
-        let trace = telemetry::traceparent(&span).or_else(|| turn.traceparent.clone());
+        let trace = span.traceparent().or_else(|| turn.traceparent.clone());
         tokio::spawn(async move {
-            TRACEPARENT
-                .scope(trace, svc.run_turn(turn, tx))
-                .instrument(span)
+            span.in_span(TRACEPARENT.scope(trace, svc.run_turn(turn, tx)))
                 .await;
+            span.end();
             svc.inner
                 .running
                 .lock()
@@ -667,35 +670,36 @@ impl A2aService {
         };
         // In process, a publish is a channel send: not worth a span (the events carry the
         // turn's context instead).
-        let span = if self.inner.bus.is_remote() && !tracing::Span::current().is_disabled() {
-            tracing::info_span!(
-                "a2a.bus.publish",
-                otel.name = "publish",
-                otel.kind = "producer",
-                a2a.task_id = task_id,
-                a2a.seq = first,
-            )
+        let span = if self.inner.bus.is_remote() {
+            TraceSpan::start_in_current("publish", SpanKind::Producer, || {
+                vec![
+                    KeyValue::new("a2a.task_id", task_id.to_owned()),
+                    KeyValue::new("a2a.seq", first as i64),
+                ]
+            })
         } else {
-            tracing::Span::none()
+            TraceSpan::NONE
         };
         // Consumers (the push worker) continue the trace from the publish.
-        let trace = telemetry::traceparent(&span)
+        let trace = span
+            .traceparent()
             .or_else(|| TRACEPARENT.try_with(Clone::clone).ok().flatten());
+        let events: Vec<BusEvent> = events
+            .map(|(seq, event)| BusEvent {
+                task_id: task_id.to_owned(),
+                seq,
+                event: Arc::new(event),
+                trace: trace.clone(),
+            })
+            .collect();
         let publish = async {
-            for (seq, event) in events {
-                let event = BusEvent {
-                    task_id: task_id.to_owned(),
-                    seq,
-                    event: Arc::new(event),
-                    trace: trace.clone(),
-                };
-                // The event is committed; followers that miss it read it from the log.
-                if let Err(e) = self.inner.bus.publish(event).await {
-                    tracing::warn!(task_id, seq, error = %e, "publish failed; followers will poll the log");
-                }
+            // The events are committed; followers that miss them read them from the log.
+            if let Err(e) = self.inner.bus.publish_all(events).await {
+                tracing::warn!(task_id, seq = first, error = %e, "publish failed; followers will poll the log");
             }
         };
-        publish.instrument(span).await
+        span.in_span(publish).await;
+        span.end();
     }
 }
 
@@ -717,26 +721,24 @@ impl A2aService {
 
 /// The span of one turn (disabled while traces are off): child of the request's span, a root
 /// for a taken-over turn whose request is gone.
-fn turn_span(turn: &Turn) -> tracing::Span {
+fn turn_span(turn: &Turn) -> TraceSpan {
     // Sampled as the request that started it was (its traceparent's flag).
     if !telemetry::sample_continuation(turn.traceparent.as_deref()) {
-        return tracing::Span::none();
+        return TraceSpan::NONE;
     }
-    let span = tracing::info_span!(
-        parent: None,
-        "a2a.turn",
-        otel.name = format!("turn {}", turn.agent.name()),
-        otel.kind = "internal",
-        a2a.task_id = turn.request.task_id.as_str(),
-        a2a.context_id = turn.request.context_id.as_str(),
-        a2a.agent = turn.agent.name(),
-        a2a.turn = turn.request.turn,
-        a2a.resumed = turn.resume != Resume::No,
-    );
-    if let Some(tp) = &turn.traceparent {
-        telemetry::set_parent(&span, telemetry::context_from_traceparent(tp));
-    }
-    span
+    let agent = turn.agent.name();
+    TraceSpan::start_from(
+        turn.traceparent.as_deref(),
+        format!("turn {agent}"),
+        SpanKind::Internal,
+        vec![
+            KeyValue::new("a2a.task_id", turn.request.task_id.clone()),
+            KeyValue::new("a2a.context_id", turn.request.context_id.clone()),
+            KeyValue::new("a2a.agent", agent.to_owned()),
+            KeyValue::new("a2a.turn", i64::from(turn.request.turn)),
+            KeyValue::new("a2a.resumed", turn.resume != Resume::No),
+        ],
+    )
 }
 
 /// State of one running turn.
@@ -793,22 +795,19 @@ impl Runner<'_> {
         })
     }
 
-    /// Tells the waiting caller that the task exists (once).
-    fn announce(&mut self, task: &Task, seq: u64) {
+    /// Tells the waiting caller that the task exists (once), as `task` at `seq`.
+    fn announce(&mut self, task: Task, seq: u64) {
         if let Some(key) = self.key.take() {
             key.keep();
         }
         if let Some(tx) = self.first_tx.take() {
-            let _ = tx.send(Ok(First::Task {
-                task: task.clone(),
-                seq,
-            }));
+            let _ = tx.send(Ok(First::Task { task, seq }));
         }
     }
 
     fn announce_current(&mut self) {
         if let Some((task, seq)) = self.current.clone() {
-            self.announce(&task, seq);
+            self.announce(task, seq);
         }
     }
 
@@ -839,6 +838,14 @@ impl Runner<'_> {
             history: vec![req.message.clone()],
             metadata: None,
         };
+        // A blocking send whose task this write settles is answered with the settled snapshot
+        // (any snapshot at its sequence number is a correct start for the caller, which follows
+        // from there if it is not settled after all); otherwise with the task as created.
+        let answer_settled = self.turn.blocking
+            && self.turn.push_config.is_none()
+            && self.first_tx.is_some()
+            && is_settled(self.state());
+        let created = (!answer_settled).then(|| task.clone());
         // An inline push config starts its webhook at the task's current event, so it is stored
         // before the staged events: the webhook gets the task as created and every event after.
         let mut changes = self.take_pending();
@@ -850,7 +857,7 @@ impl Runner<'_> {
         let new = NewTask {
             owner: self.turn.owner.clone(),
             agent: self.turn.agent.name().to_owned(),
-            task: task.clone(),
+            task,
         };
         let (events, snapshot) = store
             .create_with(new, changes)
@@ -872,7 +879,7 @@ impl Runner<'_> {
             let quota = self.svc.push_quota();
             // The config's id is fixed above, so a retry replaces what an attempt stored.
             let dialect = self.turn.dialect;
-            registered = through_outage(&req.task_id, || {
+            registered = through_outage(&req.task_id, "the push config's write", || {
                 store.put_push_config(&self.turn.owner, cfg.clone(), dialect, quota)
             })
             .await
@@ -884,9 +891,13 @@ impl Runner<'_> {
         self.svc
             .publish(&req.task_id, events.into_iter().map(|e| (e.seq, e.event)))
             .await;
+        // The caller starts from the task as created, and the later events reach it as events;
+        // or, as above, from the settled snapshot.
+        match created {
+            Some(task) => self.announce(task, 1),
+            None => self.announce(snapshot.clone(), last),
+        }
         self.current = Some((snapshot, last));
-        // The caller starts from the task as created; the later events reach it as events.
-        self.announce(&task, 1);
         // The task exists: a config refused (a quota) or not stored ends it FAILED, saying why.
         registered?;
         if let Some(ids) = self.upstream.take() {
@@ -1010,7 +1021,7 @@ impl Runner<'_> {
     ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
         let store = &self.svc.inner.store;
         let written = changes.len() as u64;
-        let (result, retried) = through_outage(self.task_id(), || {
+        let (result, retried) = through_outage(self.task_id(), "the turn's write", || {
             store.append_all(self.task_id(), expected_seq, changes.clone())
         })
         .await;
@@ -1188,9 +1199,15 @@ impl Runner<'_> {
 /// `Runner::append_through_outage`); longer than a database restart or failover.
 const STORE_OUTAGE_PATIENCE: Duration = Duration::from_secs(60);
 
-/// Runs a turn's store call, retrying it while the store is unreachable (a PostgreSQL restart,
-/// a short outage) for up to [`STORE_OUTAGE_PATIENCE`]; the result, and whether it was retried.
-async fn through_outage<T, F, Fut>(task_id: &str, mut call: F) -> (Result<T, StoreError>, bool)
+/// Runs a store call that must not be lost (a turn's write, freeing an idempotency key),
+/// retrying it while the store is unreachable (a PostgreSQL restart, a short outage) for up to
+/// [`STORE_OUTAGE_PATIENCE`]; the result, and whether it was retried. `what` names the call in
+/// the log.
+pub(super) async fn through_outage<T, F, Fut>(
+    task_id: &str,
+    what: &str,
+    mut call: F,
+) -> (Result<T, StoreError>, bool)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, StoreError>>,
@@ -1201,7 +1218,7 @@ where
     loop {
         match call().await {
             Err(StoreError::Unavailable(e)) if tokio::time::Instant::now() < deadline => {
-                tracing::warn!(task_id, error = %e, "task store unavailable; the turn's write is retried");
+                tracing::warn!(task_id, error = %e, "task store unavailable; {what} is retried");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(1));
                 retried = true;

@@ -147,6 +147,7 @@ impl A2aService {
                 dialect: a2a_types::Dialect::V1,
                 // The client's key, if any, stays with the task, which exists.
                 key: None,
+                blocking: false,
                 cancel: CancellationToken::new(),
                 resume,
                 priority,

@@ -34,7 +34,7 @@ impl A2aService {
         req: GetTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
-        ctx.span.record("a2a.task_id", req.id.as_str());
+        ctx.span.set_str("a2a.task_id", &req.id);
         let history = validate::history_length(req.history_length, "historyLength")?;
         self.inner
             .store
@@ -101,7 +101,7 @@ impl A2aService {
         req: CancelTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
-        ctx.span.record("a2a.task_id", req.id.as_str());
+        ctx.span.set_str("a2a.task_id", &req.id);
         let store = &self.inner.store;
         // Set once another replica was asked and did not answer: no turn runs anywhere.
         let mut asked_others = false;
@@ -208,7 +208,7 @@ impl A2aService {
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
         validate::required_id(&req.id, "id")?;
-        ctx.span.record("a2a.task_id", req.id.as_str());
+        ctx.span.set_str("a2a.task_id", &req.id);
         let permit = self.stream_permit(ctx)?;
         // Subscribe before reading the snapshot, so nothing falls between the two.
         let bus = self.subscribe_bus(&req.id).await?;

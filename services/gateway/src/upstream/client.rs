@@ -2,10 +2,9 @@
 //! credentials its card asks for (API key, or an OAuth2 client-credentials token cached until
 //! shortly before it expires), and the mapping of client failures to the errors clients see.
 
-use a2a_process::telemetry;
+use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tracing::Instrument;
 
 use a2a_client::{A2aClient, ClientError, ClientPrefs, EventStream};
 use a2a_types::A2aError;
@@ -117,12 +116,11 @@ impl UpstreamClient {
     ) -> Result<T, A2aError> {
         let started = std::time::Instant::now();
         let span = self.client_span(method);
-        let result = call.instrument(span.clone()).await;
-        if let Err(e) = &result
-            && !span.is_disabled()
-        {
-            span.record("error.type", e.codes().reason);
+        let result = span.in_span(call).await;
+        if let Err(e) = &result {
+            span.set("error.type", e.codes().reason);
         }
+        span.end();
         crate::metrics::upstream_call(
             &self.agent,
             self.binding_label(),
@@ -135,26 +133,25 @@ impl UpstreamClient {
 
     /// The CLIENT span of one upstream call (disabled while traces are off, or when the turn
     /// is not sampled): child of the turn's span; `authorised` sends its `traceparent` upstream.
-    fn client_span(&self, method: &'static str) -> tracing::Span {
-        if !telemetry::enabled() || tracing::Span::current().is_disabled() {
-            return tracing::Span::none();
+    fn client_span(&self, method: &'static str) -> TraceSpan {
+        if !telemetry::enabled() {
+            return TraceSpan::NONE;
         }
-        let binding = self.binding_label();
-        let system = match binding {
-            "JSONRPC" | "JSONRPC/0.3" => Some("jsonrpc"),
-            "GRPC" => Some("grpc"),
-            _ => None,
-        };
-        tracing::info_span!(
-            "a2a.upstream",
-            otel.name = method,
-            otel.kind = "client",
-            rpc.system.name = system,
-            rpc.method = method,
-            error.type = tracing::field::Empty,
-            a2a.agent = self.agent.as_str(),
-            a2a.binding = binding,
-        )
+        TraceSpan::start_in_current(method, SpanKind::Client, || {
+            let binding = self.binding_label();
+            let mut attributes = Vec::with_capacity(4);
+            match binding {
+                "JSONRPC" | "JSONRPC/0.3" => {
+                    attributes.push(KeyValue::new("rpc.system.name", "jsonrpc"));
+                }
+                "GRPC" => attributes.push(KeyValue::new("rpc.system.name", "grpc")),
+                _ => {}
+            }
+            attributes.push(KeyValue::new("rpc.method", method));
+            attributes.push(KeyValue::new("a2a.agent", self.agent.clone()));
+            attributes.push(KeyValue::new("a2a.binding", binding));
+            attributes
+        })
     }
 
     /// The transport with this call's credentials, `extra` headers (gRPC metadata), and the
@@ -169,9 +166,7 @@ impl UpstreamClient {
             )),
         };
         let mut trace = axum::http::HeaderMap::new();
-        if telemetry::enabled() {
-            telemetry::inject(&tracing::Span::current(), &mut trace);
-        }
+        telemetry::inject_current(&mut trace);
         let headers = auth
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))

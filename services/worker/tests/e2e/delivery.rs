@@ -187,7 +187,7 @@ async fn a_0_3_config_gets_the_task_in_the_0_3_shape() {
     let message = json!({"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(),
         "role": "user", "metadata": {"skill": "scenario"},
         "parts": [{"kind": "text", "text": "run"},
-                  {"kind": "data", "data": {"chunks": 2, "delayMs": 200}}]});
+                  {"kind": "data", "data": {"chunks": 2, "delayMs": 1000}}]});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/stream",
         "params": {"message": message, "configuration": {"pushNotificationConfig": {
             "url": r03.url("/hook"), "token": "tok-03",
@@ -200,7 +200,9 @@ async fn a_0_3_config_gets_the_task_in_the_0_3_shape() {
         .unwrap();
     let mut sse = resp.bytes_stream();
     use futures::StreamExt;
-    // The first event names the task; a 1.0 client adds its webhook while the task runs.
+    // The first event names the task; a 1.0 client adds its webhook while the task runs (its
+    // chunks a second apart leave time for that on a loaded machine: a config added after the
+    // end would get the finished task, not the completion event this test waits for).
     let first = String::from_utf8(sse.next().await.unwrap().unwrap().to_vec()).unwrap();
     let data = first.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
     let task_id = serde_json::from_str::<Value>(data.trim()).unwrap()["result"]["id"]

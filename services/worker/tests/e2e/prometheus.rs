@@ -33,6 +33,30 @@ const DASHBOARD_MAY_BE_EMPTY: &[(&str, &str)] = &[
         "a2a_worker_reclaimed_total",
         "appears once the worker's XAUTOCLAIM round runs; no worker died",
     ),
+    (
+        "a2a_rate_limited_total",
+        "the test gateway sets no [limits.rate]: nothing is refused",
+    ),
+    (
+        "a2a_rate_limit_fail_open_total",
+        "no shared (Redis) rate limiter is configured",
+    ),
+    (
+        "a2a_quota_refusals_total",
+        "the load stays far below the default quotas",
+    ),
+    (
+        "a2a_retention_deleted_tasks_total",
+        "no task outlives [retention] task_ttl during the test",
+    ),
+    (
+        "a2a_tls_handshake_failures_total",
+        "the test gateway listens without TLS",
+    ),
+    (
+        "a2a_upstream_card_rejected_total",
+        "the test's upstream card is not checked for a signature",
+    ),
 ];
 
 /// Alert signals (by alert name) that may return no series in this test.

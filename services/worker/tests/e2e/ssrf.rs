@@ -119,3 +119,68 @@ async fn a_host_name_resolving_to_loopback_is_refused_at_connect_time() {
     let (_, out, _) = env.worker_command(&["dead-letters", "list"], &[]).await;
     assert_eq!(out.lines().count(), 1, "nothing left to replay: {out}");
 }
+
+/// A dead letter remembers its webhook's dialect: replayed, a 0.3 webhook gets what the
+/// delivery would have sent it, the Task as it was after the event in the 0.3 shape.
+#[tokio::test]
+async fn a_0_3_dead_letter_is_replayed_in_the_0_3_shape() {
+    let env = Deployment::start("127.0.0.1,localhost").await;
+    let receiver = Receiver::start().await;
+    let _worker = env.worker(&[]);
+    let url = format!("http://localhost:{}/hook", receiver.addr.port());
+    let message = json!({"kind": "message", "messageId": uuid::Uuid::new_v4().to_string(),
+        "role": "user", "metadata": {"skill": "scenario"},
+        "parts": [{"kind": "text", "text": "run"}, {"kind": "data", "data": {"chunks": 0}}]});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+        "params": {"message": message, "configuration": {"blocking": true,
+            "pushNotificationConfig": {"url": url, "token": "tok-03"}}}});
+    let resp: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/a2a/jsonrpc", env.gateway_url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let task_id = resp["result"]["id"]
+        .as_str()
+        .expect("a 0.3 task")
+        .to_owned();
+
+    let store = env.store();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let dead = loop {
+        let dead = store.dead_letters(false, 100).await.unwrap();
+        if dead.iter().any(|d| {
+            serde_json::to_value(&d.event).unwrap()["statusUpdate"]["status"]["state"]
+                == "TASK_STATE_COMPLETED"
+        }) {
+            break dead;
+        }
+        assert!(std::time::Instant::now() < deadline, "{dead:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(dead.iter().all(|d| d.dialect == a2a_types::Dialect::V03));
+
+    let (ok, out, err) = env
+        .worker_command(
+            &["dead-letters", "replay", "--all"],
+            &[("A2A_PUSH_ALLOWED_HOSTS", "127.0.0.1,localhost")],
+        )
+        .await;
+    assert!(ok, "{err}");
+    assert_eq!(out.matches("delivered").count(), dead.len(), "{out}");
+    let got = receiver.requests();
+    assert_eq!(got.len(), dead.len());
+    for r in &got {
+        assert_eq!(r.json["kind"], "task", "a 0.3 payload: {}", r.json);
+        assert_eq!(r.json["id"], task_id.as_str());
+    }
+    assert_eq!(
+        got[0].json["status"]["state"], "submitted",
+        "{}",
+        got[0].json
+    );
+    assert_eq!(got.last().unwrap().json["status"]["state"], "completed");
+}

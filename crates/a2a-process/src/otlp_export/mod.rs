@@ -1,0 +1,331 @@
+//! The OTLP trace exporter: a batch of `SpanData` encoded straight into an
+//! `ExportTraceServiceRequest` ([`encode`]) and sent to the collector over unary gRPC (HTTP/2
+//! cleartext, gRPC's 5-byte framing) or as an OTLP/HTTP protobuf POST, on one kept-alive
+//! connection.
+//!
+//! It replaces `opentelemetry-otlp`'s exporter, whose conversion into proto structs and prost
+//! encoding were 13% of a gateway's CPU when every request is traced (README, *The cost of
+//! metrics and of traces*).
+//!
+//! The SDK's batch processor calls [`SpanExporter::export`] on its own thread, outside tokio:
+//! the spans are encoded there, and the request runs as a task on the runtime captured when the
+//! exporter was built, awaited through its join handle.
+
+mod config;
+mod encode;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, header};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+
+pub use config::{Config, Protocol};
+
+/// gRPC's message prefix: a compression flag and the message's length (big-endian u32).
+const GRPC_PREFIX: usize = 5;
+/// The most of a collector's answer read (an `ExportTraceServiceResponse` is a few bytes).
+const MAX_RESPONSE: usize = 64 * 1024;
+
+/// Exports spans to an OTLP collector; see the module documentation.
+pub struct OtlpExporter {
+    /// The `resource` and `schema_url` fields of every batch's `ResourceSpans`.
+    resource: Vec<u8>,
+    /// The last request's size: the next one is about as large.
+    size_hint: AtomicUsize,
+    spare: Spare,
+    runtime: tokio::runtime::Handle,
+    client: Arc<Client>,
+    shut_down: AtomicBool,
+}
+
+impl std::fmt::Debug for OtlpExporter {
+    // Not the headers: they may carry credentials.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OtlpExporter")
+            .field("protocol", &self.client.config.protocol)
+            .field("authority", &self.client.config.authority)
+            .field("path", &self.client.config.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OtlpExporter {
+    /// An exporter configured by the standard variables. Call it inside a tokio runtime: the
+    /// exports run on it.
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        Self::new(Config::from_env(env)?)
+    }
+
+    pub fn new(config: Config) -> Result<Self, String> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| "the OTLP exporter must be built inside a tokio runtime".to_owned())?;
+        Ok(Self {
+            resource: encode::empty_resource_fields(),
+            size_hint: AtomicUsize::new(4096),
+            spare: Spare::default(),
+            runtime,
+            client: Arc::new(Client {
+                config,
+                connection: Mutex::new(None),
+            }),
+            shut_down: AtomicBool::new(false),
+        })
+    }
+
+    /// The request body for `batch`: gRPC-framed, or the bare protobuf message for HTTP.
+    fn body(&self, batch: &[SpanData]) -> Bytes {
+        let expected = self.size_hint.load(Ordering::Relaxed);
+        let mut buf = self.spare.take().unwrap_or_default();
+        buf.clear();
+        buf.reserve(expected + 256);
+        buf.resize(GRPC_PREFIX, 0);
+        encode::request(&mut buf, &self.resource, batch, expected);
+        self.size_hint.store(buf.len(), Ordering::Relaxed);
+        let len = (buf.len() - GRPC_PREFIX) as u32;
+        buf[1..GRPC_PREFIX].copy_from_slice(&len.to_be_bytes());
+        let body = Bytes::from_owner(Recycled {
+            buf,
+            spare: self.spare.clone(),
+        });
+        match self.client.config.protocol {
+            Protocol::Grpc => body,
+            Protocol::HttpProtobuf => body.slice(GRPC_PREFIX..),
+        }
+    }
+}
+
+/// The buffer of the last request, handed back when hyper has sent it (its `Bytes` dropped),
+/// so the next request is encoded into memory already mapped: a new buffer of megabytes per
+/// batch cost more in page faults than the encoding itself.
+#[derive(Clone, Default)]
+struct Spare(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl Spare {
+    fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().ok().and_then(|mut s| s.take())
+    }
+}
+
+/// A request body that returns its buffer to [`Spare`] when dropped.
+struct Recycled {
+    buf: Vec<u8>,
+    spare: Spare,
+}
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        if let Ok(mut spare) = self.spare.0.lock() {
+            *spare = Some(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+impl SpanExporter for OtlpExporter {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        if self.shut_down.load(Ordering::Relaxed) {
+            return Err(OTelSdkError::AlreadyShutdown);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let body = self.body(&batch);
+        drop(batch);
+        let client = self.client.clone();
+        let timeout = client.config.timeout;
+        let send = self.runtime.spawn(async move {
+            match tokio::time::timeout(timeout, client.send(body)).await {
+                Ok(result) => result,
+                Err(_) => Err(OTelSdkError::Timeout(timeout)),
+            }
+        });
+        match send.await {
+            Ok(result) => result,
+            Err(e) => Err(OTelSdkError::InternalFailure(format!(
+                "the trace export task did not finish (the runtime is stopping?): {e}"
+            ))),
+        }
+    }
+
+    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
+        // The batch processor has exported what it held before calling this, and exports are
+        // awaited: nothing is pending here.
+        if self.shut_down.swap(true, Ordering::Relaxed) {
+            return Err(OTelSdkError::AlreadyShutdown);
+        }
+        if let Ok(mut connection) = self.client.connection.lock() {
+            connection.take();
+        }
+        Ok(())
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.resource = encode::resource_fields(resource);
+    }
+}
+
+/// The connection to the collector, opened on first use and again after a failure.
+struct Client {
+    config: Config,
+    /// Taken by the export using it (exports never overlap), put back after a success.
+    connection: Mutex<Option<Connection>>,
+}
+
+enum Connection {
+    Http1(http1::SendRequest<Full<Bytes>>),
+    Http2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Connection {
+    fn is_closed(&self) -> bool {
+        match self {
+            Self::Http1(s) => s.is_closed(),
+            Self::Http2(s) => s.is_closed(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        request: Request<Full<Bytes>>,
+    ) -> hyper::Result<http::Response<hyper::body::Incoming>> {
+        match self {
+            Self::Http1(s) => {
+                s.ready().await?;
+                s.send_request(request).await
+            }
+            Self::Http2(s) => {
+                s.ready().await?;
+                s.send_request(request).await
+            }
+        }
+    }
+}
+
+impl Client {
+    async fn send(&self, body: Bytes) -> OTelSdkResult {
+        let reused = self.connection.lock().ok().and_then(|mut c| c.take());
+        let mut connection = match reused {
+            Some(c) if !c.is_closed() => c,
+            _ => self.connect().await?,
+        };
+        let response = connection
+            .send(self.request(body))
+            .await
+            .map_err(|e| failure(format!("sending spans: {e}")))?;
+        let (parts, body) = response.into_parts();
+        let answer = Limited::new(body, MAX_RESPONSE)
+            .collect()
+            .await
+            .map_err(|e| failure(format!("reading the collector's answer: {e}")))?;
+        if !parts.status.is_success() {
+            return Err(failure(format!(
+                "the collector answered HTTP {}",
+                parts.status
+            )));
+        }
+        if self.config.protocol == Protocol::Grpc {
+            // Trailers, or the headers of a trailers-only answer.
+            let trailers = answer.trailers().unwrap_or(&parts.headers);
+            let status = trailers
+                .get("grpc-status")
+                .or_else(|| parts.headers.get("grpc-status"));
+            match status.map(HeaderValue::as_bytes) {
+                Some(b"0") => {}
+                Some(code) => {
+                    let message = trailers
+                        .get("grpc-message")
+                        .and_then(|m| m.to_str().ok())
+                        .unwrap_or_default();
+                    return Err(failure(format!(
+                        "the collector answered grpc-status {}: {message}",
+                        String::from_utf8_lossy(code)
+                    )));
+                }
+                None => return Err(failure("the collector's answer has no grpc-status")),
+            }
+        }
+        if let Ok(mut slot) = self.connection.lock() {
+            *slot = Some(connection);
+        }
+        Ok(())
+    }
+
+    fn request(&self, body: Bytes) -> Request<Full<Bytes>> {
+        let c = &self.config;
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = c.uri.clone();
+        let headers = request.headers_mut();
+        headers.clone_from(&c.headers);
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(concat!("a2a-otlp-exporter/", env!("CARGO_PKG_VERSION"))),
+        );
+        match c.protocol {
+            Protocol::Grpc => {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/grpc"),
+                );
+                headers.insert(header::TE, HeaderValue::from_static("trailers"));
+                if let Ok(v) = HeaderValue::from_str(&format!("{}m", c.timeout.as_millis())) {
+                    headers.insert("grpc-timeout", v);
+                }
+            }
+            Protocol::HttpProtobuf => {
+                if let Ok(host) = HeaderValue::from_str(c.authority.as_str()) {
+                    headers.insert(header::HOST, host);
+                }
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/x-protobuf"),
+                );
+            }
+        }
+        request
+    }
+
+    async fn connect(&self) -> Result<Connection, OTelSdkError> {
+        let authority = self.config.authority.as_str();
+        let tcp = tokio::net::TcpStream::connect(authority)
+            .await
+            .map_err(|e| failure(format!("connecting to the collector at {authority}: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        let io = TokioIo::new(tcp);
+        let handshake = |e: hyper::Error| failure(format!("handshake with {authority}: {e}"));
+        Ok(match self.config.protocol {
+            Protocol::Grpc => {
+                let (send, connection) = http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(handshake)?;
+                tokio::spawn(connection);
+                Connection::Http2(send)
+            }
+            Protocol::HttpProtobuf => {
+                let (send, connection) = http1::handshake(io).await.map_err(handshake)?;
+                tokio::spawn(connection);
+                Connection::Http1(send)
+            }
+        })
+    }
+}
+
+fn failure(message: impl Into<String>) -> OTelSdkError {
+    OTelSdkError::InternalFailure(message.into())
+}
+
+#[cfg(test)]
+mod tests;

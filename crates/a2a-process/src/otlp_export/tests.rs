@@ -1,0 +1,446 @@
+//! The encoding against opentelemetry-proto's own conversion, and real exports to real
+//! receivers (a tonic OTLP trace service, and an HTTP server decoding OTLP/HTTP posts).
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use opentelemetry::trace::{
+    Event, Link, Span as _, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+    Tracer as _, TracerProvider as _,
+};
+use opentelemetry::{Array, InstrumentationScope, KeyValue, StringValue, Value};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanEvents, SpanLinks};
+use prost::Message as _;
+
+use super::*;
+
+fn every_kind_of_value() -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("str", "value"),
+        KeyValue::new("empty", ""),
+        KeyValue::new(
+            "owned",
+            String::from("an owned string, long enough to need two length bytes when repeated: ")
+                .repeat(3),
+        ),
+        KeyValue::new("true", true),
+        KeyValue::new("false", false),
+        KeyValue::new("int", 42_i64),
+        KeyValue::new("zero", 0_i64),
+        KeyValue::new("negative", -7_i64),
+        KeyValue::new("float", 3.5_f64),
+        KeyValue::new("bools", Value::Array(Array::Bool(vec![true, false]))),
+        KeyValue::new("ints", Value::Array(Array::I64(vec![1, -1, i64::MAX]))),
+        KeyValue::new("floats", Value::Array(Array::F64(vec![0.0, -2.25]))),
+        KeyValue::new(
+            "strings",
+            Value::Array(Array::String(vec![
+                StringValue::from("a"),
+                StringValue::from(""),
+            ])),
+        ),
+        KeyValue::new("no values", Value::Array(Array::I64(vec![]))),
+    ]
+}
+
+fn context(trace: u128, span: u64, flags: TraceFlags, remote: bool, state: &str) -> SpanContext {
+    let state = if state.is_empty() {
+        TraceState::NONE
+    } else {
+        state.parse().expect("a trace state")
+    };
+    SpanContext::new(
+        TraceId::from(trace),
+        SpanId::from(span),
+        flags,
+        remote,
+        state,
+    )
+}
+
+fn span(id: u64, scope: &InstrumentationScope) -> SpanData {
+    SpanData {
+        span_context: context(
+            0x1122_3344_5566_7788_99aa_bbcc_ddee_ff00,
+            id,
+            TraceFlags::SAMPLED,
+            false,
+            "",
+        ),
+        parent_span_id: SpanId::INVALID,
+        parent_span_is_remote: false,
+        span_kind: SpanKind::Internal,
+        name: Cow::Borrowed("turn echo"),
+        start_time: UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_000_123),
+        end_time: UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_456_789),
+        attributes: vec![KeyValue::new("a2a.agent", "echo")],
+        dropped_attributes_count: 0,
+        events: SpanEvents::default(),
+        links: SpanLinks::default(),
+        status: Status::Unset,
+        instrumentation_scope: scope.clone(),
+    }
+}
+
+/// Spans using every field this exporter writes, in two scopes (interleaved).
+fn batch() -> Vec<SpanData> {
+    let a2a = InstrumentationScope::builder("a2a").build();
+    let other = InstrumentationScope::builder("other")
+        .with_version("1.2.3")
+        .with_schema_url("https://opentelemetry.io/schemas/1.30.0")
+        .with_attributes([KeyValue::new("scope.attr", 1_i64)])
+        .build();
+    let mut full = span(1, &a2a);
+    full.span_context = context(7, 1, TraceFlags::SAMPLED, false, "vendor=x,other=y");
+    full.parent_span_id = SpanId::from(0x0102_0304_0506_0708);
+    full.parent_span_is_remote = true;
+    full.span_kind = SpanKind::Server;
+    full.name = Cow::Owned("SendMessage".to_owned());
+    full.attributes = every_kind_of_value();
+    full.dropped_attributes_count = 3;
+    full.events.events = vec![
+        Event::new(
+            "exception",
+            UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_000_200),
+            vec![
+                KeyValue::new("exception.message", "boom"),
+                KeyValue::new("n", 2_i64),
+            ],
+            1,
+        ),
+        Event::new("plain", UNIX_EPOCH, vec![], 0),
+    ];
+    full.events.dropped_count = 4;
+    full.links.links = vec![
+        Link::new(
+            context(9, 10, TraceFlags::SAMPLED, true, "k=v"),
+            vec![
+                KeyValue::new("link.attr", "linked"),
+                KeyValue::new("f", 0.5_f64),
+            ],
+            2,
+        ),
+        Link::new(context(11, 12, TraceFlags::default(), false, ""), vec![], 0),
+    ];
+    full.links.dropped_count = 5;
+    full.status = Status::error("upstream unavailable");
+
+    let mut ok = span(2, &other);
+    ok.span_kind = SpanKind::Client;
+    ok.status = Status::Ok;
+    let mut producer = span(3, &a2a);
+    producer.span_kind = SpanKind::Producer;
+    producer.span_context = context(7, 3, TraceFlags::default(), false, "");
+    let mut consumer = span(4, &other);
+    consumer.span_kind = SpanKind::Consumer;
+    consumer.status = Status::error("");
+    consumer.attributes = vec![];
+    // Before the epoch: 0, as the official conversion writes it.
+    consumer.start_time = UNIX_EPOCH - Duration::from_secs(1);
+    vec![full, ok, producer, consumer]
+}
+
+fn resource() -> Resource {
+    Resource::builder_empty()
+        .with_schema_url(
+            [
+                KeyValue::new("service.name", "a2a-gateway"),
+                KeyValue::new("service.instance.id", "replica-1"),
+                KeyValue::new("pid", 4242_i64),
+            ],
+            "https://opentelemetry.io/schemas/1.30.0",
+        )
+        .build()
+}
+
+/// What opentelemetry-proto's conversion (the one opentelemetry-otlp exports with) makes.
+fn official(batch: Vec<SpanData>, resource: &Resource) -> ExportTraceServiceRequest {
+    let resource: ResourceAttributesWithSchema = resource.into();
+    ExportTraceServiceRequest {
+        resource_spans: group_spans_by_resource_and_scope(batch, &resource),
+    }
+}
+
+fn ours(batch: &[SpanData], resource: Option<&Resource>) -> ExportTraceServiceRequest {
+    let resource = resource.map_or_else(encode::empty_resource_fields, encode::resource_fields);
+    let mut buf = Vec::new();
+    encode::request(&mut buf, &resource, batch, 4096);
+    ExportTraceServiceRequest::decode(buf.as_slice()).expect("our bytes decode")
+}
+
+#[test]
+fn encoding_decodes_to_what_the_official_conversion_gives() {
+    let batch = batch();
+    let resource = resource();
+    let decoded = ours(&batch, Some(&resource));
+    assert_eq!(decoded, official(batch.clone(), &resource));
+    let scopes = &decoded.resource_spans[0].scope_spans;
+    assert_eq!(scopes.len(), 2, "one ScopeSpans per scope");
+    assert_eq!(scopes[0].spans.len(), 2);
+
+    // Without a resource from the SDK, and a single span.
+    let one = vec![batch[1].clone()];
+    assert_eq!(
+        ours(&one, None),
+        official(one, &Resource::builder_empty().build())
+    );
+}
+
+#[test]
+fn a_big_batch_round_trips() {
+    // Enough spans that every enclosing length needs three bytes, and long values that need
+    // more than the guessed placeholder.
+    let scope = InstrumentationScope::builder("a2a").build();
+    let batch: Vec<SpanData> = (1..=2_000)
+        .map(|i| {
+            let mut s = span(i, &scope);
+            s.attributes
+                .push(KeyValue::new("long", "x".repeat((i % 300) as usize)));
+            s.attributes.push(KeyValue::new(
+                "many",
+                Value::Array(Array::I64((0..i as i64 % 50).collect())),
+            ));
+            s
+        })
+        .collect();
+    let resource = resource();
+    let expected = official(batch.clone(), &resource);
+    // Whatever size the request was expected to have: placeholders too short and too long.
+    for guess in [0, 4096, 1 << 30] {
+        let mut buf = Vec::new();
+        encode::request(&mut buf, &encode::resource_fields(&resource), &batch, guess);
+        let decoded = ExportTraceServiceRequest::decode(buf.as_slice()).unwrap();
+        assert_eq!(decoded, expected, "expected size {guess}");
+    }
+}
+
+/// A real OTLP/gRPC receiver (tonic, opentelemetry-proto's service) keeping what it receives.
+#[derive(Clone, Default)]
+struct Sink {
+    requests: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
+    headers: Arc<Mutex<Vec<http::HeaderMap>>>,
+    refuse: bool,
+}
+
+#[tonic::async_trait]
+impl TraceService for Sink {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        if self.refuse {
+            return Err(tonic::Status::resource_exhausted("full"));
+        }
+        self.headers
+            .lock()
+            .unwrap()
+            .push(request.metadata().clone().into_headers());
+        self.requests.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+async fn grpc_receiver(sink: Sink) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(sink))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    addr
+}
+
+/// A real OTLP/HTTP receiver: `POST /v1/traces`, protobuf body.
+async fn http_receiver(sink: Sink) -> std::net::SocketAddr {
+    use axum::routing::post;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        post(
+            move |headers: http::HeaderMap, body: bytes::Bytes| async move {
+                let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+                    return http::StatusCode::BAD_REQUEST;
+                };
+                sink.headers.lock().unwrap().push(headers);
+                sink.requests.lock().unwrap().push(request);
+                http::StatusCode::OK
+            },
+        ),
+    );
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+fn env(pairs: Vec<(&'static str, String)>) -> impl Fn(&str) -> Option<String> {
+    move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+}
+
+/// Spans made through the SDK, exported by its batch processor (on its own thread, as in the
+/// binaries) and flushed by shutdown.
+async fn export_through_the_sdk(exporter: OtlpExporter, spans: usize) {
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource())
+        .build();
+    let tracer = provider.tracer("a2a");
+    for i in 0..spans {
+        tracer
+            .span_builder(format!("span {i}"))
+            .with_kind(SpanKind::Server)
+            .with_attributes([KeyValue::new("i", i as i64)])
+            .start(&tracer)
+            .end();
+    }
+    tokio::task::spawn_blocking(move || provider.shutdown())
+        .await
+        .unwrap()
+        .expect("shutdown flushes");
+}
+
+fn received_spans(sink: &Sink) -> Vec<String> {
+    let requests = sink.requests.lock().unwrap();
+    let mut names = Vec::new();
+    for request in requests.iter() {
+        for rs in &request.resource_spans {
+            let service = rs.resource.as_ref().unwrap().attributes.iter();
+            assert!(service.clone().any(|kv| kv.key == "service.name"));
+            for ss in &rs.scope_spans {
+                assert_eq!(ss.scope.as_ref().unwrap().name, "a2a");
+                names.extend(ss.spans.iter().map(|s| s.name.clone()));
+            }
+        }
+    }
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_over_grpc_with_the_configured_headers() {
+    let sink = Sink::default();
+    let addr = grpc_receiver(sink.clone()).await;
+    let exporter = OtlpExporter::from_env(&env(vec![
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}")),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=secret%21".into()),
+    ]))
+    .unwrap();
+    assert!(!format!("{exporter:?}").contains("secret"));
+    export_through_the_sdk(exporter, 600).await;
+    let names = received_spans(&sink);
+    assert_eq!(names.len(), 600, "every span arrives once");
+    assert!(names.contains(&"span 599".to_owned()));
+    let headers = sink.headers.lock().unwrap();
+    assert!(headers.iter().all(|h| h["x-api-key"] == "secret!"));
+    assert!(headers.len() >= 2, "batches of 512 spans at most");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exports_over_http_protobuf() {
+    let sink = Sink::default();
+    let addr = http_receiver(sink.clone()).await;
+    let exporter = OtlpExporter::from_env(&env(vec![
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".into()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}")),
+        (
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+            "authorization=Bearer t".into(),
+        ),
+    ]))
+    .unwrap();
+    export_through_the_sdk(exporter, 600).await;
+    assert_eq!(received_spans(&sink).len(), 600);
+    let headers = sink.headers.lock().unwrap();
+    assert!(headers.iter().all(|h| h["authorization"] == "Bearer t"
+        && h[http::header::CONTENT_TYPE] == "application/x-protobuf"));
+}
+
+/// Exports are called from outside tokio (the batch processor's thread); so here.
+fn export_from_a_plain_thread(exporter: Arc<OtlpExporter>) -> OTelSdkResult {
+    let batch = batch();
+    std::thread::spawn(move || futures::executor::block_on(exporter.export(batch)))
+        .join()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_are_errors_and_the_next_export_reconnects() {
+    // Nothing listening: an error, not a panic.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    let down = Arc::new(
+        OtlpExporter::from_env(&env(vec![(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )]))
+        .unwrap(),
+    );
+    let e = tokio::task::spawn_blocking({
+        let down = down.clone();
+        move || export_from_a_plain_thread(down)
+    })
+    .await
+    .unwrap();
+    assert!(matches!(e, Err(OTelSdkError::InternalFailure(_))), "{e:?}");
+
+    // A collector that refuses: its grpc-status is the error.
+    let refusing = grpc_receiver(Sink {
+        refuse: true,
+        ..Sink::default()
+    })
+    .await;
+    let exporter = Arc::new(
+        OtlpExporter::from_env(&env(vec![(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://{refusing}"),
+        )]))
+        .unwrap(),
+    );
+    let e = tokio::task::spawn_blocking({
+        let exporter = exporter.clone();
+        move || export_from_a_plain_thread(exporter)
+    })
+    .await
+    .unwrap();
+    let Err(OTelSdkError::InternalFailure(message)) = e else {
+        panic!("{e:?}")
+    };
+    assert!(message.contains("grpc-status 8"), "{message}");
+
+    // A collector that comes up on the port: the next export connects to it.
+    let sink = Sink::default();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(TraceServiceServer::new(sink.clone()))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
+    );
+    let first = down;
+    for _ in 0..2 {
+        let r = tokio::task::spawn_blocking({
+            let first = first.clone();
+            move || export_from_a_plain_thread(first)
+        })
+        .await
+        .unwrap();
+        assert!(r.is_ok(), "{r:?}");
+    }
+    assert_eq!(sink.requests.lock().unwrap().len(), 2);
+    assert!(first.shutdown().is_ok());
+    let after = tokio::task::spawn_blocking(move || export_from_a_plain_thread(first))
+        .await
+        .unwrap();
+    assert!(matches!(after, Err(OTelSdkError::AlreadyShutdown)));
+}
