@@ -16,10 +16,6 @@ SOURCES = {
     "telemetry": ROOT / "crates/a2a-process/src/telemetry.rs",
 }
 
-# The OpenTelemetry SDK's batch span processor reads these itself (README, Traces).
-OTEL_SDK_PREFIX = "OTEL_BSP_"
-
-
 def _env_vars(path: Path) -> list[str]:
     text = path.read_text()
     m = re.search(r"pub const ENV_VARS: &\[\(&str, &str\)\] = &\[(.*?)\n\];", text, re.S)
@@ -39,4 +35,4 @@ def known(binary: str) -> set[str]:
 def unknown(binary: str, names) -> list[str]:
     """The names in `names` that `binary` does not read."""
     ok = known(binary)
-    return sorted(n for n in names if n not in ok and not n.startswith(OTEL_SDK_PREFIX))
+    return sorted(n for n in names if n not in ok)

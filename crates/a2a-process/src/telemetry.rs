@@ -2,7 +2,8 @@
 //! object per line with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry tracer exporting spans over
 //! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; our own exporter,
-//! [`crate::otlp_export`]) through a batch processor, with W3C Trace Context propagation. Spans
+//! [`crate::otlp_export`], batched as the `OTEL_BSP_*` variables say), with W3C Trace Context
+//! propagation. Spans
 //! are [`TraceSpan`]s, built with the SDK directly (see `span.rs` for why not `tracing` spans).
 //! Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
 //! resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) come from the standard variables,
@@ -64,6 +65,46 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     (
         "OTEL_EXPORTER_OTLP_PROTOCOL",
         "`grpc` (default) or `http/protobuf`",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "headers of every export (key=value,..., values URL-encoded); may hold credentials",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "one export's bound in milliseconds, connecting included; default 10000",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_BSP_MAX_QUEUE_SIZE",
+        "spans waiting for export at most (default 2048); more are dropped and counted",
+    ),
+    (
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+        "spans per export at most (default 512)",
+    ),
+    (
+        "OTEL_BSP_SCHEDULE_DELAY",
+        "the longest a span waits for its export, ms (default 5000)",
+    ),
+    (
+        "OTEL_SDK_DISABLED",
+        "`true` = no traces even with an endpoint set",
+    ),
+    (
+        "OTEL_TRACES_EXPORTER",
+        "`none` = no traces; `otlp` (default)",
     ),
     (
         "OTEL_SERVICE_NAME",
@@ -216,8 +257,8 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Flushes pending spans and stops the exporter. Call it outside async code: it waits for
-    /// the batch processor's thread.
+    /// Flushes pending spans and stops the exporter. Call it outside async code, while the
+    /// runtime still runs: it waits for the export thread, whose requests run on the runtime.
     pub fn shutdown(mut self) {
         self.stop();
     }
@@ -302,9 +343,10 @@ fn provider(
     service: &'static str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SdkTracerProvider, String> {
-    // Our own exporter (endpoint, protocol, headers and timeout from the standard variables):
-    // it encodes spans straight into OTLP protobuf (see `otlp_export`).
-    let exporter = crate::otlp_export::OtlpExporter::from_env(env)?;
+    // Our own processor and exporter (endpoint, protocol, headers, timeout and batch bounds from
+    // the standard variables): each span is encoded straight into OTLP protobuf as it ends (see
+    // `otlp_export`).
+    let processor = crate::otlp_export::OtlpProcessor::from_env(env)?;
     let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
         || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
     let mut resource = opentelemetry_sdk::Resource::builder();
@@ -314,7 +356,7 @@ fn provider(
     Ok(SdkTracerProvider::builder()
         // Sampling is decided before a span is built ([`Sampler`]): keep what is built.
         .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
-        .with_batch_exporter(exporter)
+        .with_span_processor(processor)
         .with_resource(resource.build())
         .build())
 }

@@ -147,6 +147,56 @@ impl Config {
     }
 }
 
+/// The batch processor's bounds, from the specification's `OTEL_BSP_*` variables (its defaults
+/// when unset; `OTEL_BSP_EXPORT_TIMEOUT` is not read: an export is bounded by
+/// `OTEL_EXPORTER_OTLP_TIMEOUT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Spans waiting to be exported at most (`OTEL_BSP_MAX_QUEUE_SIZE`, 2048); more are dropped.
+    pub max_queue: usize,
+    /// Spans per export at most (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`, 512; at most the queue).
+    pub max_batch: usize,
+    /// The longest a span waits before its batch is exported (`OTEL_BSP_SCHEDULE_DELAY`, ms,
+    /// 5000).
+    pub delay: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_queue: 2048,
+            max_batch: 512,
+            delay: Duration::from_millis(5000),
+        }
+    }
+}
+
+impl Limits {
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let number = |name: &str, default: u64| -> Result<u64, String> {
+            match env(name).filter(|v| !v.trim().is_empty()) {
+                None => Ok(default),
+                Some(v) => v
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{name}={v:?} is not a positive whole number")),
+            }
+        };
+        let d = Self::default();
+        let max_queue = number("OTEL_BSP_MAX_QUEUE_SIZE", d.max_queue as u64)? as usize;
+        let max_batch = number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", d.max_batch as u64)? as usize;
+        let delay = number("OTEL_BSP_SCHEDULE_DELAY", d.delay.as_millis() as u64)?;
+        Ok(Self {
+            max_queue,
+            // As the specification says: a batch larger than the queue could never fill.
+            max_batch: max_batch.min(max_queue),
+            delay: Duration::from_millis(delay),
+        })
+    }
+}
+
 /// `%XX` escapes decoded (the spec's header values are URL-encoded); invalid ones kept as is.
 fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
@@ -254,6 +304,38 @@ mod tests {
             vec![("OTEL_EXPORTER_OTLP_HEADERS", "no-equals-sign")],
         ] {
             assert!(config(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn limits(pairs: &[(&'static str, &'static str)]) -> Result<Limits, String> {
+        let pairs = pairs.to_vec();
+        Limits::from_env(&move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    #[test]
+    fn batch_limits_default_as_the_specification_says_and_are_checked() {
+        assert_eq!(limits(&[]).unwrap(), Limits::default());
+        let l = limits(&[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "500"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "250"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (l.max_queue, l.max_batch, l.delay),
+            (100, 100, Duration::from_millis(250)),
+            "a batch is at most the queue"
+        );
+        for bad in ["0", "-1", "1.5", "lots"] {
+            assert!(
+                limits(&[("OTEL_BSP_MAX_QUEUE_SIZE", bad)]).is_err(),
+                "{bad}"
+            );
         }
     }
 }

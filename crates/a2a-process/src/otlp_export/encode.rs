@@ -52,38 +52,50 @@ pub fn empty_resource_fields() -> Vec<u8> {
     vec![tag(1, LEN) as u8, 0]
 }
 
-/// Appends the `ExportTraceServiceRequest` of `batch` to `buf`: one `ResourceSpans` (the
-/// process has one resource) with a `ScopeSpans` per instrumentation scope, in the order each
-/// scope first appears. `expected` is about the size the request will have (the last one's):
-/// the two enclosing lengths get placeholders of its width, so the whole batch is moved only
-/// when its size crosses a varint boundary.
-pub fn request(buf: &mut Vec<u8>, resource: &[u8], batch: &[SpanData], expected: usize) {
-    let outer = varint_len(expected as u64);
-    // Almost always a single scope: compare with the previous span's before searching.
-    let mut scopes: Vec<(&InstrumentationScope, Vec<&SpanData>)> = Vec::with_capacity(1);
-    let mut last = 0;
-    for span in batch {
-        let scope = &span.instrumentation_scope;
-        if scopes.get(last).is_none_or(|(s, _)| *s != scope) {
-            last = match scopes.iter().position(|(s, _)| *s == scope) {
-                Some(i) => i,
-                None => {
-                    scopes.push((scope, Vec::with_capacity(batch.len())));
-                    scopes.len() - 1
-                }
-            };
-        }
-        scopes[last].1.push(span);
-    }
-    nested(buf, 1, outer, |b| {
+/// Appends one span to `buf` as an entry of a `ScopeSpans`' repeated `spans` (field 2). A
+/// batch of spans of one scope is such entries one after another ([`request_of`] wraps them):
+/// the processor encodes each span when it ends, and no span waits in memory as `SpanData`.
+pub fn span_entry(buf: &mut Vec<u8>, span: &SpanData) {
+    nested(buf, 2, 2, |b| self::span(b, span));
+}
+
+/// Appends the `ExportTraceServiceRequest` of encoded spans to `buf`: one `ResourceSpans` (the
+/// process has one resource) with a `ScopeSpans` for each scope that has spans, their entries
+/// ([`span_entry`]) copied as they are.
+pub fn request_of(buf: &mut Vec<u8>, resource: &[u8], scopes: &[(InstrumentationScope, Vec<u8>)]) {
+    // The lengths are known but for the scope headers' few bytes: placeholders of the right
+    // width (the body is moved only when a header pushes a length over a varint boundary).
+    let spans: usize = scopes.iter().map(|(_, s)| s.len() + 64).sum();
+    nested(buf, 1, varint_len((resource.len() + spans) as u64), |b| {
         b.extend_from_slice(resource);
-        for (scope, spans) in &scopes {
-            nested(b, 2, outer, |b| scope_spans(b, scope, spans));
+        for (scope, spans) in scopes.iter().filter(|(_, s)| !s.is_empty()) {
+            nested(b, 2, varint_len(spans.len() as u64 + 64), |b| {
+                scope_spans(b, scope, spans)
+            });
         }
     });
 }
 
-fn scope_spans(buf: &mut Vec<u8>, scope: &InstrumentationScope, spans: &[&SpanData]) {
+/// [`request_of`] for a batch of `SpanData`, grouped by scope in the order each first appears.
+#[cfg(test)]
+pub fn request(buf: &mut Vec<u8>, resource: &[u8], batch: &[SpanData]) {
+    let mut scopes: Vec<(InstrumentationScope, Vec<u8>)> = Vec::new();
+    for span in batch {
+        let scope = &span.instrumentation_scope;
+        let i = match scopes.iter().position(|(s, _)| s == scope) {
+            Some(i) => i,
+            None => {
+                scopes.push((scope.clone(), Vec::new()));
+                scopes.len() - 1
+            }
+        };
+        span_entry(&mut scopes[i].1, span);
+    }
+    request_of(buf, resource, &scopes);
+}
+
+/// A `ScopeSpans`' fields: the scope, the encoded spans, the schema URL.
+fn scope_spans(buf: &mut Vec<u8>, scope: &InstrumentationScope, spans: &[u8]) {
     nested(buf, 1, 1, |b| {
         string(b, 1, scope.name());
         string(b, 2, scope.version().unwrap_or_default());
@@ -91,9 +103,7 @@ fn scope_spans(buf: &mut Vec<u8>, scope: &InstrumentationScope, spans: &[&SpanDa
             key_value(b, 3, kv.key.as_str(), &kv.value);
         }
     });
-    for span in spans {
-        nested(buf, 2, 2, |b| self::span(b, span));
-    }
+    buf.extend_from_slice(spans);
     if let Some(url) = scope.schema_url() {
         string(buf, 3, url);
     }

@@ -1,94 +1,68 @@
-//! The OTLP trace exporter: a batch of `SpanData` encoded straight into an
-//! `ExportTraceServiceRequest` ([`encode`]) and sent to the collector over unary gRPC (HTTP/2
-//! cleartext, gRPC's 5-byte framing) or as an OTLP/HTTP protobuf POST, on one kept-alive
-//! connection.
+//! The OTLP trace export: spans encoded straight into the protobuf bytes of an
+//! `ExportTraceServiceRequest` ([`encode`]) by our own span processor ([`OtlpProcessor`]), and
+//! sent to the collector over unary gRPC (HTTP/2 cleartext, gRPC's 5-byte framing) or as an
+//! OTLP/HTTP protobuf POST, on one kept-alive connection.
 //!
-//! It replaces `opentelemetry-otlp`'s exporter, whose conversion into proto structs and prost
-//! encoding were 13% of a gateway's CPU when every request is traced (README, *The cost of
-//! metrics and of traces*).
-//!
-//! The SDK's batch processor calls [`SpanExporter::export`] on its own thread, outside tokio:
-//! the spans are encoded there, and the request runs as a task on the runtime captured when the
-//! exporter was built, awaited through its join handle.
+//! It replaces `opentelemetry-otlp`'s exporter and the SDK's batch processor: the conversion into
+//! proto structs and prost encoding were 13% of a gateway's CPU when every request is traced, and
+//! the batch processor's hand-over (every span moved into a fresh batch vector on another thread,
+//! and freed there) about 5% more (README, *The cost of metrics and of traces*).
 
 mod config;
 mod encode;
+mod processor;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, header};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry::InstrumentationScope;
 
-pub use config::{Config, Protocol};
+pub use config::{Config, Limits, Protocol};
+pub use processor::OtlpProcessor;
 
 /// gRPC's message prefix: a compression flag and the message's length (big-endian u32).
 const GRPC_PREFIX: usize = 5;
 /// The most of a collector's answer read (an `ExportTraceServiceResponse` is a few bytes).
 const MAX_RESPONSE: usize = 64 * 1024;
 
-/// Exports spans to an OTLP collector; see the module documentation.
-pub struct OtlpExporter {
-    /// The `resource` and `schema_url` fields of every batch's `ResourceSpans`.
-    resource: Vec<u8>,
-    /// The last request's size: the next one is about as large.
-    size_hint: AtomicUsize,
+/// Sends encoded batches to the collector; used by one thread at a time (the processor's).
+struct Exporter {
     spare: Spare,
     runtime: tokio::runtime::Handle,
     client: Arc<Client>,
-    shut_down: AtomicBool,
 }
 
-impl std::fmt::Debug for OtlpExporter {
-    // Not the headers: they may carry credentials.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OtlpExporter")
-            .field("protocol", &self.client.config.protocol)
-            .field("authority", &self.client.config.authority)
-            .field("path", &self.client.config.path)
-            .finish_non_exhaustive()
-    }
-}
-
-impl OtlpExporter {
-    /// An exporter configured by the standard variables. Call it inside a tokio runtime: the
-    /// exports run on it.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Self, String> {
-        Self::new(Config::from_env(env)?)
-    }
-
-    pub fn new(config: Config) -> Result<Self, String> {
+impl Exporter {
+    /// Call it inside a tokio runtime: the requests run on it.
+    fn new(config: Config) -> Result<Self, String> {
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "the OTLP exporter must be built inside a tokio runtime".to_owned())?;
         Ok(Self {
-            resource: encode::empty_resource_fields(),
-            size_hint: AtomicUsize::new(4096),
             spare: Spare::default(),
             runtime,
             client: Arc::new(Client {
                 config,
                 connection: Mutex::new(None),
             }),
-            shut_down: AtomicBool::new(false),
         })
     }
 
-    /// The request body for `batch`: gRPC-framed, or the bare protobuf message for HTTP.
-    fn body(&self, batch: &[SpanData]) -> Bytes {
-        let expected = self.size_hint.load(Ordering::Relaxed);
+    fn config(&self) -> &Config {
+        &self.client.config
+    }
+
+    /// The request body: gRPC-framed, or the bare protobuf message for HTTP.
+    fn body(&self, resource: &[u8], scopes: &[(InstrumentationScope, Vec<u8>)]) -> Bytes {
+        let spans: usize = scopes.iter().map(|(_, s)| s.len()).sum();
         let mut buf = self.spare.take().unwrap_or_default();
         buf.clear();
-        buf.reserve(expected + 256);
+        buf.reserve(GRPC_PREFIX + resource.len() + spans + 64 * scopes.len() + 32);
         buf.resize(GRPC_PREFIX, 0);
-        encode::request(&mut buf, &self.resource, batch, expected);
-        self.size_hint.store(buf.len(), Ordering::Relaxed);
+        encode::request_of(&mut buf, resource, scopes);
         let len = (buf.len() - GRPC_PREFIX) as u32;
         buf[1..GRPC_PREFIX].copy_from_slice(&len.to_be_bytes());
         let body = Bytes::from_owner(Recycled {
@@ -98,6 +72,37 @@ impl OtlpExporter {
         match self.client.config.protocol {
             Protocol::Grpc => body,
             Protocol::HttpProtobuf => body.slice(GRPC_PREFIX..),
+        }
+    }
+
+    /// Exports one batch and waits for the collector's answer (bounded by the export timeout).
+    /// Called outside tokio: the request runs as a task on the runtime, which keeps running
+    /// while the process shuts down (the processor is stopped before the runtime).
+    fn export(
+        &self,
+        resource: &[u8],
+        scopes: &[(InstrumentationScope, Vec<u8>)],
+    ) -> Result<(), String> {
+        let body = self.body(resource, scopes);
+        let client = self.client.clone();
+        let timeout = client.config.timeout;
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let sent = match tokio::time::timeout(timeout, client.send(body)).await {
+                Ok(result) => result,
+                Err(_) => Err(format!("no answer within {timeout:?}")),
+            };
+            let _ = done.send(sent);
+        });
+        result
+            .recv()
+            .unwrap_or_else(|_| Err("the runtime stopped before the export finished".to_owned()))
+    }
+
+    /// Closes the connection.
+    fn close(&self) {
+        if let Ok(mut connection) = self.client.connection.lock() {
+            connection.take();
         }
     }
 }
@@ -131,49 +136,6 @@ impl Drop for Recycled {
         if let Ok(mut spare) = self.spare.0.lock() {
             *spare = Some(std::mem::take(&mut self.buf));
         }
-    }
-}
-
-impl SpanExporter for OtlpExporter {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        if self.shut_down.load(Ordering::Relaxed) {
-            return Err(OTelSdkError::AlreadyShutdown);
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let body = self.body(&batch);
-        drop(batch);
-        let client = self.client.clone();
-        let timeout = client.config.timeout;
-        let send = self.runtime.spawn(async move {
-            match tokio::time::timeout(timeout, client.send(body)).await {
-                Ok(result) => result,
-                Err(_) => Err(OTelSdkError::Timeout(timeout)),
-            }
-        });
-        match send.await {
-            Ok(result) => result,
-            Err(e) => Err(OTelSdkError::InternalFailure(format!(
-                "the trace export task did not finish (the runtime is stopping?): {e}"
-            ))),
-        }
-    }
-
-    fn shutdown_with_timeout(&self, _timeout: Duration) -> OTelSdkResult {
-        // The batch processor has exported what it held before calling this, and exports are
-        // awaited: nothing is pending here.
-        if self.shut_down.swap(true, Ordering::Relaxed) {
-            return Err(OTelSdkError::AlreadyShutdown);
-        }
-        if let Ok(mut connection) = self.client.connection.lock() {
-            connection.take();
-        }
-        Ok(())
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.resource = encode::resource_fields(resource);
     }
 }
 
@@ -215,7 +177,7 @@ impl Connection {
 }
 
 impl Client {
-    async fn send(&self, body: Bytes) -> OTelSdkResult {
+    async fn send(&self, body: Bytes) -> Result<(), String> {
         let reused = self.connection.lock().ok().and_then(|mut c| c.take());
         let mut connection = match reused {
             Some(c) if !c.is_closed() => c,
@@ -224,17 +186,14 @@ impl Client {
         let response = connection
             .send(self.request(body))
             .await
-            .map_err(|e| failure(format!("sending spans: {e}")))?;
+            .map_err(|e| format!("sending spans: {e}"))?;
         let (parts, body) = response.into_parts();
         let answer = Limited::new(body, MAX_RESPONSE)
             .collect()
             .await
-            .map_err(|e| failure(format!("reading the collector's answer: {e}")))?;
+            .map_err(|e| format!("reading the collector's answer: {e}"))?;
         if !parts.status.is_success() {
-            return Err(failure(format!(
-                "the collector answered HTTP {}",
-                parts.status
-            )));
+            return Err(format!("the collector answered HTTP {}", parts.status));
         }
         if self.config.protocol == Protocol::Grpc {
             // Trailers, or the headers of a trailers-only answer.
@@ -249,12 +208,12 @@ impl Client {
                         .get("grpc-message")
                         .and_then(|m| m.to_str().ok())
                         .unwrap_or_default();
-                    return Err(failure(format!(
+                    return Err(format!(
                         "the collector answered grpc-status {}: {message}",
                         String::from_utf8_lossy(code)
-                    )));
+                    ));
                 }
-                None => return Err(failure("the collector's answer has no grpc-status")),
+                None => return Err("the collector's answer has no grpc-status".to_owned()),
             }
         }
         if let Ok(mut slot) = self.connection.lock() {
@@ -298,14 +257,14 @@ impl Client {
         request
     }
 
-    async fn connect(&self) -> Result<Connection, OTelSdkError> {
+    async fn connect(&self) -> Result<Connection, String> {
         let authority = self.config.authority.as_str();
         let tcp = tokio::net::TcpStream::connect(authority)
             .await
-            .map_err(|e| failure(format!("connecting to the collector at {authority}: {e}")))?;
+            .map_err(|e| format!("connecting to the collector at {authority}: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let io = TokioIo::new(tcp);
-        let handshake = |e: hyper::Error| failure(format!("handshake with {authority}: {e}"));
+        let handshake = |e: hyper::Error| format!("handshake with {authority}: {e}");
         Ok(match self.config.protocol {
             Protocol::Grpc => {
                 let (send, connection) = http2::handshake(TokioExecutor::new(), io)
@@ -321,10 +280,6 @@ impl Client {
             }
         })
     }
-}
-
-fn failure(message: impl Into<String>) -> OTelSdkError {
-    OTelSdkError::InternalFailure(message.into())
 }
 
 #[cfg(test)]

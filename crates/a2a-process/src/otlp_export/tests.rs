@@ -19,7 +19,10 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
 use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
 use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanEvents, SpanLinks};
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{
+    SdkTracerProvider, SpanData, SpanEvents, SpanLinks, SpanProcessor as _,
+};
 use prost::Message as _;
 
 use super::*;
@@ -174,7 +177,7 @@ fn official(batch: Vec<SpanData>, resource: &Resource) -> ExportTraceServiceRequ
 fn ours(batch: &[SpanData], resource: Option<&Resource>) -> ExportTraceServiceRequest {
     let resource = resource.map_or_else(encode::empty_resource_fields, encode::resource_fields);
     let mut buf = Vec::new();
-    encode::request(&mut buf, &resource, batch, 4096);
+    encode::request(&mut buf, &resource, batch);
     ExportTraceServiceRequest::decode(buf.as_slice()).expect("our bytes decode")
 }
 
@@ -198,8 +201,8 @@ fn encoding_decodes_to_what_the_official_conversion_gives() {
 
 #[test]
 fn a_big_batch_round_trips() {
-    // Enough spans that every enclosing length needs three bytes, and long values that need
-    // more than the guessed placeholder.
+    // Enough spans that the enclosing lengths need three bytes or more, and long values that
+    // need more than the guessed placeholder.
     let scope = InstrumentationScope::builder("a2a").build();
     let batch: Vec<SpanData> = (1..=2_000)
         .map(|i| {
@@ -214,14 +217,10 @@ fn a_big_batch_round_trips() {
         })
         .collect();
     let resource = resource();
-    let expected = official(batch.clone(), &resource);
-    // Whatever size the request was expected to have: placeholders too short and too long.
-    for guess in [0, 4096, 1 << 30] {
-        let mut buf = Vec::new();
-        encode::request(&mut buf, &encode::resource_fields(&resource), &batch, guess);
-        let decoded = ExportTraceServiceRequest::decode(buf.as_slice()).unwrap();
-        assert_eq!(decoded, expected, "expected size {guess}");
-    }
+    assert_eq!(
+        ours(&batch, Some(&resource)),
+        official(batch.clone(), &resource)
+    );
 }
 
 /// A real OTLP/gRPC receiver (tonic, opentelemetry-proto's service) keeping what it receives.
@@ -230,6 +229,8 @@ struct Sink {
     requests: Arc<Mutex<Vec<ExportTraceServiceRequest>>>,
     headers: Arc<Mutex<Vec<http::HeaderMap>>>,
     refuse: bool,
+    /// How long it takes to answer (a slow collector).
+    delay: Duration,
 }
 
 #[tonic::async_trait]
@@ -238,6 +239,7 @@ impl TraceService for Sink {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        tokio::time::sleep(self.delay).await;
         if self.refuse {
             return Err(tonic::Status::resource_exhausted("full"));
         }
@@ -287,11 +289,15 @@ fn env(pairs: Vec<(&'static str, String)>) -> impl Fn(&str) -> Option<String> {
     move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
 }
 
-/// Spans made through the SDK, exported by its batch processor (on its own thread, as in the
-/// binaries) and flushed by shutdown.
-async fn export_through_the_sdk(exporter: OtlpExporter, spans: usize) {
+fn endpoint(addr: std::net::SocketAddr) -> (&'static str, String) {
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
+}
+
+/// Spans made through the SDK with our processor, as in the binaries, and flushed by shutdown
+/// (which waits for the export thread: off the runtime's threads).
+async fn export_through_the_sdk(processor: OtlpProcessor, spans: usize) {
     let provider = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
+        .with_span_processor(processor)
         .with_resource(resource())
         .build();
     let tracer = provider.tracer("a2a");
@@ -329,47 +335,132 @@ fn received_spans(sink: &Sink) -> Vec<String> {
 async fn exports_over_grpc_with_the_configured_headers() {
     let sink = Sink::default();
     let addr = grpc_receiver(sink.clone()).await;
-    let exporter = OtlpExporter::from_env(&env(vec![
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}")),
+    let processor = OtlpProcessor::from_env(&env(vec![
+        endpoint(addr),
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=secret%21".into()),
     ]))
     .unwrap();
-    assert!(!format!("{exporter:?}").contains("secret"));
-    export_through_the_sdk(exporter, 600).await;
+    assert!(!format!("{processor:?}").contains("secret"));
+    export_through_the_sdk(processor, 600).await;
     let names = received_spans(&sink);
     assert_eq!(names.len(), 600, "every span arrives once");
     assert!(names.contains(&"span 599".to_owned()));
     let headers = sink.headers.lock().unwrap();
     assert!(headers.iter().all(|h| h["x-api-key"] == "secret!"));
-    assert!(headers.len() >= 2, "batches of 512 spans at most");
+    let requests = sink.requests.lock().unwrap();
+    let sizes: Vec<usize> = requests
+        .iter()
+        .map(|r| r.resource_spans[0].scope_spans[0].spans.len())
+        .collect();
+    assert_eq!(
+        sizes,
+        [512, 88],
+        "a full batch at once, the rest at shutdown"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exports_over_http_protobuf() {
     let sink = Sink::default();
     let addr = http_receiver(sink.clone()).await;
-    let exporter = OtlpExporter::from_env(&env(vec![
+    let processor = OtlpProcessor::from_env(&env(vec![
         ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf".into()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}")),
+        endpoint(addr),
         (
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
             "authorization=Bearer t".into(),
         ),
     ]))
     .unwrap();
-    export_through_the_sdk(exporter, 600).await;
+    export_through_the_sdk(processor, 600).await;
     assert_eq!(received_spans(&sink).len(), 600);
     let headers = sink.headers.lock().unwrap();
     assert!(headers.iter().all(|h| h["authorization"] == "Bearer t"
         && h[http::header::CONTENT_TYPE] == "application/x-protobuf"));
 }
 
-/// Exports are called from outside tokio (the batch processor's thread); so here.
-fn export_from_a_plain_thread(exporter: Arc<OtlpExporter>) -> OTelSdkResult {
-    let batch = batch();
-    std::thread::spawn(move || futures::executor::block_on(exporter.export(batch)))
-        .join()
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_batch_is_exported_after_the_schedule_delay() {
+    let sink = Sink::default();
+    let addr = grpc_receiver(sink.clone()).await;
+    let processor = OtlpProcessor::from_env(&env(vec![
+        endpoint(addr),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+    ]))
+    .unwrap();
+    for span in batch() {
+        processor.on_end(span);
+    }
+    // No flush: the delay alone exports them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sink.requests.lock().unwrap().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "nothing exported");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let request = sink.requests.lock().unwrap()[0].clone();
+    let spans: usize = request.resource_spans[0]
+        .scope_spans
+        .iter()
+        .map(|s| s.spans.len())
+        .sum();
+    assert_eq!(spans, batch().len(), "both scopes' spans, in one request");
+    tokio::task::spawn_blocking(move || processor.shutdown())
+        .await
         .unwrap()
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_queue_bound_spans_are_dropped_and_counted() {
+    // A collector slow enough that the queue fills while the first batch is being sent.
+    let sink = Sink {
+        delay: Duration::from_secs(1),
+        ..Sink::default()
+    };
+    let addr = grpc_receiver(sink.clone()).await;
+    let processor = Arc::new(
+        OtlpProcessor::from_env(&env(vec![
+            endpoint(addr),
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "10".into()),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "10".into()),
+        ]))
+        .unwrap(),
+    );
+    let scope = InstrumentationScope::builder("a2a").build();
+    for i in 0..50 {
+        processor.on_end(span(i + 1, &scope));
+    }
+    let p = processor.clone();
+    tokio::task::spawn_blocking(move || p.shutdown())
+        .await
+        .unwrap()
+        .unwrap();
+    let exported: usize = sink
+        .requests
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.resource_spans[0].scope_spans[0].spans.len())
+        .sum();
+    // One batch in flight and one queued at most: between 10 and 20 get through.
+    assert!((10..=20).contains(&exported), "{exported} exported");
+    assert_eq!(
+        exported as u64 + processor.dropped(),
+        50,
+        "every span counted"
+    );
+}
+
+/// Spans ended and flushed from outside tokio, as the SDK and shutdown do.
+async fn flush_from_a_plain_thread(processor: Arc<OtlpProcessor>) -> OTelSdkResult {
+    tokio::task::spawn_blocking(move || {
+        for span in batch() {
+            processor.on_end(span);
+        }
+        processor.force_flush()
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -379,18 +470,13 @@ async fn failures_are_errors_and_the_next_export_reconnects() {
     let port = free.local_addr().unwrap().port();
     drop(free);
     let down = Arc::new(
-        OtlpExporter::from_env(&env(vec![(
+        OtlpProcessor::from_env(&env(vec![(
             "OTEL_EXPORTER_OTLP_ENDPOINT",
             format!("http://127.0.0.1:{port}"),
         )]))
         .unwrap(),
     );
-    let e = tokio::task::spawn_blocking({
-        let down = down.clone();
-        move || export_from_a_plain_thread(down)
-    })
-    .await
-    .unwrap();
+    let e = flush_from_a_plain_thread(down.clone()).await;
     assert!(matches!(e, Err(OTelSdkError::InternalFailure(_))), "{e:?}");
 
     // A collector that refuses: its grpc-status is the error.
@@ -399,19 +485,8 @@ async fn failures_are_errors_and_the_next_export_reconnects() {
         ..Sink::default()
     })
     .await;
-    let exporter = Arc::new(
-        OtlpExporter::from_env(&env(vec![(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://{refusing}"),
-        )]))
-        .unwrap(),
-    );
-    let e = tokio::task::spawn_blocking({
-        let exporter = exporter.clone();
-        move || export_from_a_plain_thread(exporter)
-    })
-    .await
-    .unwrap();
+    let processor = Arc::new(OtlpProcessor::from_env(&env(vec![endpoint(refusing)])).unwrap());
+    let e = flush_from_a_plain_thread(processor).await;
     let Err(OTelSdkError::InternalFailure(message)) = e else {
         panic!("{e:?}")
     };
@@ -427,20 +502,16 @@ async fn failures_are_errors_and_the_next_export_reconnects() {
             .add_service(TraceServiceServer::new(sink.clone()))
             .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener)),
     );
-    let first = down;
     for _ in 0..2 {
-        let r = tokio::task::spawn_blocking({
-            let first = first.clone();
-            move || export_from_a_plain_thread(first)
-        })
-        .await
-        .unwrap();
+        let r = flush_from_a_plain_thread(down.clone()).await;
         assert!(r.is_ok(), "{r:?}");
     }
     assert_eq!(sink.requests.lock().unwrap().len(), 2);
-    assert!(first.shutdown().is_ok());
-    let after = tokio::task::spawn_blocking(move || export_from_a_plain_thread(first))
+    let first = down.clone();
+    let stopped = tokio::task::spawn_blocking(move || first.shutdown())
         .await
         .unwrap();
+    assert!(stopped.is_ok(), "{stopped:?}");
+    let after = flush_from_a_plain_thread(down).await;
     assert!(matches!(after, Err(OTelSdkError::AlreadyShutdown)));
 }
