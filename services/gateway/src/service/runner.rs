@@ -1177,12 +1177,27 @@ impl Runner<'_> {
         self.fail(error).await;
     }
 
+    /// Whether the stored task is already terminal (ended by another writer).
+    async fn ended_elsewhere(&self) -> bool {
+        let store = &self.svc.inner.store;
+        matches!(
+            store.get(&self.turn.owner, self.task_id(), Some(0)).await,
+            Ok(Some(rec)) if is_terminal(state_of(&rec.task))
+        )
+    }
+
     /// Reports `error` to the caller if the task does not exist yet, else ends the task FAILED.
     async fn fail(&mut self, error: A2aError) {
         if !self.exists()
             && let Some(tx) = self.first_tx.take()
         {
             let _ = tx.send(Err(error));
+            return;
+        }
+        if self.ended_elsewhere().await {
+            // A CancelTask on another replica wrote the task's end while this turn ran: its
+            // write conflicted, and there is nothing to fail.
+            tracing::info!(task_id = %self.task_id(), error = %error, "the turn stops: its task was ended concurrently");
             return;
         }
         tracing::warn!(task_id = %self.task_id(), error = %error, "task failed");
