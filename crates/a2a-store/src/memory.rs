@@ -11,6 +11,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use a2a_types::state::{is_terminal, state_of, trim_history};
@@ -34,6 +35,9 @@ pub struct MemoryTaskStore {
     inner: RwLock<Inner>,
     /// Tasks kept at most (0 = no bound): past it, the oldest terminal tasks are deleted.
     max_tasks: usize,
+    /// Whether a push config was ever stored: until then [`Self::has_push_configs`], asked for
+    /// every event published, answers without taking the lock the writers need.
+    any_push_config: AtomicBool,
 }
 
 #[derive(Default)]
@@ -181,6 +185,9 @@ impl MemoryTaskStore {
     /// Whether a task (any owner) has push configs: the cheap test before queueing an event
     /// for delivery.
     pub fn has_push_configs(&self, task_id: &str) -> bool {
+        if !self.any_push_config.load(Ordering::Acquire) {
+            return false;
+        }
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         inner
             .tasks
@@ -315,39 +322,45 @@ impl TaskStore for MemoryTaskStore {
         new: NewTask,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
-        let mut inner = self.inner.write().map_err(poisoned)?;
-        let id = new.task.id.clone();
-        if inner.tasks.contains_key(&id) {
-            return Err(StoreError::Duplicate(id));
-        }
+        // Everything but the insert is built before the lock is taken: the copies and the
+        // changes need no other task, and every request waits for this lock. (A duplicate id
+        // is still refused first: the work done meanwhile is dropped.)
         let mut task = new.task;
         let mut events = vec![created_event(&task)];
-        events.extend(apply_changes(&mut task, 2, changes)?);
-        if is_terminal(state_of(&task)) {
-            inner.terminated(&id);
+        let applied = apply_changes(&mut task, 2, changes).map(|later| events.extend(later));
+        let key = order_key(&task);
+        let terminal = is_terminal(state_of(&task));
+        let entry = Box::new(Entry {
+            record: TaskRecord {
+                task: task.clone(),
+                owner: new.owner,
+                agent: new.agent,
+                seq: events.len() as u64,
+                upstream: None,
+                dispatch: Default::default(),
+            },
+            // The events themselves are shared with the answer (see `StoredEvent::event`).
+            events: events.clone(),
+            push_configs: Vec::new(),
+            push_from: None,
+            push_delivered: None,
+        });
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        if inner.tasks.contains_key(&task.id) {
+            return Err(StoreError::Duplicate(task.id));
         }
-        inner
-            .by_owner
-            .entry(new.owner.clone())
-            .or_default()
-            .insert(order_key(&task));
-        inner.tasks.insert(
-            id,
-            Box::new(Entry {
-                record: TaskRecord {
-                    task: task.clone(),
-                    owner: new.owner,
-                    agent: new.agent,
-                    seq: events.len() as u64,
-                    upstream: None,
-                    dispatch: Default::default(),
-                },
-                events: events.clone(),
-                push_configs: Vec::new(),
-                push_from: None,
-                push_delivered: None,
-            }),
-        );
+        applied?;
+        if terminal {
+            inner.terminated(&task.id);
+        }
+        // The owner's name is copied only for its first task.
+        let owner = &entry.record.owner;
+        if let Some(index) = inner.by_owner.get_mut(owner) {
+            index.insert(key);
+        } else {
+            inner.by_owner.insert(owner.clone(), BTreeSet::from([key]));
+        }
+        inner.tasks.insert(task.id.clone(), entry);
         let gone = self.enforce_bound(&mut inner);
         drop(inner);
         drop(gone);
@@ -382,6 +395,7 @@ impl TaskStore for MemoryTaskStore {
         let (old_key, new_key) = (order_key(&entry.record.task), order_key(&task));
         entry.record.task = task.clone();
         entry.record.seq += events.len() as u64;
+        // Shares the events with the answer (see `StoredEvent::event`).
         entry.events.extend(events.iter().cloned());
         if old_key != new_key
             && let Some(index) = inner.by_owner.get_mut(&entry.record.owner)
@@ -522,6 +536,9 @@ impl TaskStore for MemoryTaskStore {
             Some(existing) => *existing = webhook,
             None => entry.push_configs.push(webhook),
         }
+        // Set under the lock, before the config can be seen: a reader that finds it false
+        // could not have found the config either.
+        self.any_push_config.store(true, Ordering::Release);
         Ok(config)
     }
 

@@ -95,7 +95,7 @@ impl Follow {
                         for e in events {
                             next = e.seq + 1;
                             watched.waiting_for(next);
-                            let ev = SeqEvent { seq: Some(e.seq), event: e.event };
+                            let ev = SeqEvent { seq: Some(e.seq), event: Arc::unwrap_or_clone(e.event) };
                             let done = ends_with(&ev, ends);
                             yield Ok(ev);
                             if done {
