@@ -232,14 +232,16 @@ impl A2aService {
     async fn prepare_turn(
         &self,
         ctx: &RequestContext,
-        req: SendMessageRequest,
+        mut req: SendMessageRequest,
     ) -> Result<Prepared, A2aError> {
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.
         let key = idempotency::key_of(ctx, &req, idempotency.message_id)
             .map(|key| (key.to_owned(), idempotency::fingerprint(&req)));
         let limits = &self.inner.config.limits;
-        let mut message = validate::message(req.message.as_ref(), limits.max_parts)?.clone();
+        validate::message(req.message.as_ref(), limits.max_parts)?;
+        // Taken, not copied: the request is done with once validated.
+        let mut message = req.message.take().unwrap_or_default();
         let cfg = req.configuration.unwrap_or_default();
         let history_length =
             validate::history_length(cfg.history_length, "configuration.historyLength")?;
