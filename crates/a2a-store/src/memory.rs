@@ -101,12 +101,14 @@ struct Entry {
 }
 
 fn order_key(task: &Task) -> OrderKey {
-    let ms = task
-        .status
+    (Reverse(status_millis(task)), Reverse(task.id.clone()))
+}
+
+fn status_millis(task: &Task) -> i64 {
+    task.status
         .as_ref()
         .and_then(|s| s.timestamp)
-        .map_or(0, |t| t.as_millis());
-    (Reverse(ms), Reverse(task.id.clone()))
+        .map_or(0, |t| t.as_millis())
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -143,7 +145,7 @@ impl MemoryTaskStore {
     /// Deletes the oldest terminal tasks while more than `max_tasks` are stored; counted as
     /// `a2a_retention_deleted_tasks_total{reason="max_tasks"}`. The entries are dropped here,
     /// after the lock is released.
-    fn enforce_bound(&self, inner: &mut Inner) -> Vec<Entry> {
+    fn enforce_bound(&self, inner: &mut Inner) -> Vec<Box<Entry>> {
         let mut gone = Vec::new();
         if self.max_tasks == 0 {
             return gone;
@@ -152,7 +154,7 @@ impl MemoryTaskStore {
             let Some((_, id)) = inner.terminal.pop_front() else {
                 break; // every task left is running: they are kept
             };
-            gone.extend(inner.remove_task(&id).map(|entry| *entry));
+            gone.extend(inner.remove_task(&id));
         }
         if !gone.is_empty() {
             metrics::counter!("a2a_retention_deleted_tasks_total", "reason" => "max_tasks")
@@ -241,16 +243,25 @@ impl Inner {
     /// Removes a task and everything indexed by it; returns its entry (to be dropped outside
     /// the lock).
     fn remove_task(&mut self, task_id: &str) -> Option<Box<Entry>> {
-        let entry = self.tasks.remove(task_id)?;
+        let mut entry = self.tasks.remove(task_id)?;
+        // The entry is only dropped from here on: its id moves into the index key, uncopied.
+        let task = &mut entry.record.task;
+        let key = (
+            Reverse(status_millis(task)),
+            Reverse(std::mem::take(&mut task.id)),
+        );
         let owner = &entry.record.owner;
         if let Some(index) = self.by_owner.get_mut(owner) {
-            index.remove(&order_key(&entry.record.task));
+            index.remove(&key);
             if index.is_empty() {
                 self.by_owner.remove(owner);
             }
         }
-        for slot in self.keys_by_task.remove(task_id).unwrap_or_default() {
-            self.keys.remove(&slot);
+        // Most tasks were sent without a key: no hashing when no task holds one.
+        if !self.keys_by_task.is_empty() {
+            for slot in self.keys_by_task.remove(task_id).unwrap_or_default() {
+                self.keys.remove(&slot);
+            }
         }
         Some(entry)
     }
