@@ -108,16 +108,8 @@ pub async fn handle(
     let dialect = admitted.ctx.dialect;
     let outcome = match dialect {
         Dialect::V1 => {
-            // Boxed: the future of every method is as large as the largest, and the handler's
-            // future, which the router copies into a box, would hold it inline.
-            call.traced(Box::pin(dispatch(
-                &svc,
-                &admitted.ctx,
-                &id,
-                &method,
-                params,
-            )))
-            .await
+            call.traced(dispatch(&svc, &admitted.ctx, &id, &method, params))
+                .await
         }
         Dialect::V03 => {
             call.traced(jsonrpc_v03::dispatch(
