@@ -145,7 +145,7 @@ impl MemoryTaskStore {
     /// Deletes the oldest terminal tasks while more than `max_tasks` are stored; counted as
     /// `a2a_retention_deleted_tasks_total{reason="max_tasks"}`. The entries are dropped here,
     /// after the lock is released.
-    fn enforce_bound(&self, inner: &mut Inner) -> Vec<Box<Entry>> {
+    fn enforce_bound(&self, inner: &mut Inner) -> Vec<Entry> {
         let mut gone = Vec::new();
         if self.max_tasks == 0 {
             return gone;
@@ -154,7 +154,7 @@ impl MemoryTaskStore {
             let Some((_, id)) = inner.terminal.pop_front() else {
                 break; // every task left is running: they are kept
             };
-            gone.extend(inner.remove_task(&id));
+            gone.extend(inner.remove_task(&id).map(|entry| *entry));
         }
         if !gone.is_empty() {
             metrics::counter!("a2a_retention_deleted_tasks_total", "reason" => "max_tasks")
