@@ -81,7 +81,7 @@ impl DeliveryStore for MemoryDeliveryStore {
             .tasks
             .events_between(task_id, after, upto)
             .into_iter()
-            .map(|e| (e.seq, e.event))
+            .map(|e| (e.seq, Arc::unwrap_or_clone(e.event)))
             .collect())
     }
 

@@ -21,6 +21,7 @@ use a2a_types::Dialect;
 use a2a_types::v1::{Message, StreamResponse, Task, TaskPushNotificationConfig, TaskState};
 use a2a_types::wkt::Timestamp;
 use async_trait::async_trait;
+use std::sync::Arc;
 
 pub use cursor::Cursor;
 pub use idempotency::{HeldKey, KeyClaim, KeyRequest};
@@ -96,7 +97,10 @@ pub struct NewTask {
 pub struct StoredEvent {
     pub task_id: String,
     pub seq: u64,
-    pub event: StreamResponse,
+    /// Shared, not copied: the in-memory log, the writer's answer and the bus's fan-out all
+    /// hold the same event (a deep copy of an event with a task or artifact in it is dozens of
+    /// allocations).
+    pub event: Arc<StreamResponse>,
 }
 
 /// One atomic change to a task: an optional client message recorded with
@@ -130,7 +134,7 @@ pub(crate) fn apply_changes(
             Ok(StoredEvent {
                 task_id: task.id.clone(),
                 seq,
-                event: change.event,
+                event: Arc::new(change.event),
             })
         })
         .collect()
@@ -141,9 +145,9 @@ pub(crate) fn created_event(task: &Task) -> StoredEvent {
     StoredEvent {
         task_id: task.id.clone(),
         seq: 1,
-        event: StreamResponse {
+        event: Arc::new(StreamResponse {
             payload: Some(a2a_types::v1::stream_response::Payload::Task(task.clone())),
-        },
+        }),
     }
 }
 

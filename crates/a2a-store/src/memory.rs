@@ -10,11 +10,12 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
 use a2a_types::state::{is_terminal, state_of, trim_history};
-use a2a_types::v1::{Task, TaskPushNotificationConfig};
+use a2a_types::v1::{StreamResponse, Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -34,6 +35,9 @@ pub struct MemoryTaskStore {
     inner: RwLock<Inner>,
     /// Tasks kept at most (0 = no bound): past it, the oldest terminal tasks are deleted.
     max_tasks: usize,
+    /// Whether a push config was ever stored: until then [`Self::has_push_configs`], asked for
+    /// every event published, answers without taking the lock the writers need.
+    any_push_config: AtomicBool,
 }
 
 #[derive(Default)]
@@ -82,7 +86,11 @@ impl KeyEntry {
 
 struct Entry {
     record: TaskRecord,
-    events: Vec<StoredEvent>,
+    /// The event log: event `seq` at index `seq - 1` (sequence numbers start at 1 and have no
+    /// holes). Without the task id and sequence number of each [`StoredEvent`], which reads
+    /// rebuild: a stored task is that many fewer allocations to make and, once retention
+    /// deletes it, to free.
+    events: Vec<Arc<StreamResponse>>,
     push_configs: Vec<Webhook>,
     /// Where push delivery starts: the sequence number before the task's current event when
     /// its first push config was stored (as `push_progress` starts on PostgreSQL).
@@ -93,12 +101,14 @@ struct Entry {
 }
 
 fn order_key(task: &Task) -> OrderKey {
-    let ms = task
-        .status
+    (Reverse(status_millis(task)), Reverse(task.id.clone()))
+}
+
+fn status_millis(task: &Task) -> i64 {
+    task.status
         .as_ref()
         .and_then(|s| s.timestamp)
-        .map_or(0, |t| t.as_millis());
-    (Reverse(ms), Reverse(task.id.clone()))
+        .map_or(0, |t| t.as_millis())
 }
 
 fn poisoned<T>(_: T) -> StoreError {
@@ -181,6 +191,9 @@ impl MemoryTaskStore {
     /// Whether a task (any owner) has push configs: the cheap test before queueing an event
     /// for delivery.
     pub fn has_push_configs(&self, task_id: &str) -> bool {
+        if !self.any_push_config.load(Ordering::Acquire) {
+            return false;
+        }
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         inner
             .tasks
@@ -195,12 +208,11 @@ impl MemoryTaskStore {
         let Some(entry) = inner.tasks.get(task_id) else {
             return Vec::new();
         };
-        // Sequence numbers start at 1 and have no holes, so the index is seq - 1.
         let from = usize::try_from(after).unwrap_or(usize::MAX);
         let to = usize::try_from(upto)
             .unwrap_or(usize::MAX)
             .min(entry.events.len());
-        entry.events.get(from..to).unwrap_or_default().to_vec()
+        logged(task_id, &entry.events, from, to)
     }
 }
 
@@ -231,16 +243,25 @@ impl Inner {
     /// Removes a task and everything indexed by it; returns its entry (to be dropped outside
     /// the lock).
     fn remove_task(&mut self, task_id: &str) -> Option<Box<Entry>> {
-        let entry = self.tasks.remove(task_id)?;
+        let mut entry = self.tasks.remove(task_id)?;
+        // The entry is only dropped from here on: its id moves into the index key, uncopied.
+        let task = &mut entry.record.task;
+        let key = (
+            Reverse(status_millis(task)),
+            Reverse(std::mem::take(&mut task.id)),
+        );
         let owner = &entry.record.owner;
         if let Some(index) = self.by_owner.get_mut(owner) {
-            index.remove(&order_key(&entry.record.task));
+            index.remove(&key);
             if index.is_empty() {
                 self.by_owner.remove(owner);
             }
         }
-        for slot in self.keys_by_task.remove(task_id).unwrap_or_default() {
-            self.keys.remove(&slot);
+        // Most tasks were sent without a key: no hashing when no task holds one.
+        if !self.keys_by_task.is_empty() {
+            for slot in self.keys_by_task.remove(task_id).unwrap_or_default() {
+                self.keys.remove(&slot);
+            }
         }
         Some(entry)
     }
@@ -283,6 +304,27 @@ impl Inner {
     }
 }
 
+/// The events of a log (see `Entry::events`) at indexes `from..to` (sequence numbers
+/// `from + 1..=to`), as stored events; none when the range is empty or past the end.
+fn logged(
+    task_id: &str,
+    events: &[Arc<StreamResponse>],
+    from: usize,
+    to: usize,
+) -> Vec<StoredEvent> {
+    let Some(slice) = events.get(from..to) else {
+        return Vec::new();
+    };
+    (from as u64 + 1..)
+        .zip(slice)
+        .map(|(seq, event)| StoredEvent {
+            task_id: task_id.to_owned(),
+            seq,
+            event: event.clone(),
+        })
+        .collect()
+}
+
 fn shaped(task: &Task, history_length: Option<usize>, include_artifacts: bool) -> Task {
     let mut t = task.clone();
     trim_history(&mut t, history_length);
@@ -315,39 +357,45 @@ impl TaskStore for MemoryTaskStore {
         new: NewTask,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
-        let mut inner = self.inner.write().map_err(poisoned)?;
-        let id = new.task.id.clone();
-        if inner.tasks.contains_key(&id) {
-            return Err(StoreError::Duplicate(id));
-        }
+        // Everything but the insert is built before the lock is taken: the copies and the
+        // changes need no other task, and every request waits for this lock. (A duplicate id
+        // is still refused first: the work done meanwhile is dropped.)
         let mut task = new.task;
         let mut events = vec![created_event(&task)];
-        events.extend(apply_changes(&mut task, 2, changes)?);
-        if is_terminal(state_of(&task)) {
-            inner.terminated(&id);
+        let applied = apply_changes(&mut task, 2, changes).map(|later| events.extend(later));
+        let key = order_key(&task);
+        let terminal = is_terminal(state_of(&task));
+        let entry = Box::new(Entry {
+            record: TaskRecord {
+                task: task.clone(),
+                owner: new.owner,
+                agent: new.agent,
+                seq: events.len() as u64,
+                upstream: None,
+                dispatch: Default::default(),
+            },
+            // The events themselves are shared with the answer (see `StoredEvent::event`).
+            events: events.iter().map(|e| e.event.clone()).collect(),
+            push_configs: Vec::new(),
+            push_from: None,
+            push_delivered: None,
+        });
+        let mut inner = self.inner.write().map_err(poisoned)?;
+        if inner.tasks.contains_key(&task.id) {
+            return Err(StoreError::Duplicate(task.id));
         }
-        inner
-            .by_owner
-            .entry(new.owner.clone())
-            .or_default()
-            .insert(order_key(&task));
-        inner.tasks.insert(
-            id,
-            Box::new(Entry {
-                record: TaskRecord {
-                    task: task.clone(),
-                    owner: new.owner,
-                    agent: new.agent,
-                    seq: events.len() as u64,
-                    upstream: None,
-                    dispatch: Default::default(),
-                },
-                events: events.clone(),
-                push_configs: Vec::new(),
-                push_from: None,
-                push_delivered: None,
-            }),
-        );
+        applied?;
+        if terminal {
+            inner.terminated(&task.id);
+        }
+        // The owner's name is copied only for its first task.
+        let owner = &entry.record.owner;
+        if let Some(index) = inner.by_owner.get_mut(owner) {
+            index.insert(key);
+        } else {
+            inner.by_owner.insert(owner.clone(), BTreeSet::from([key]));
+        }
+        inner.tasks.insert(task.id.clone(), entry);
         let gone = self.enforce_bound(&mut inner);
         drop(inner);
         drop(gone);
@@ -382,7 +430,8 @@ impl TaskStore for MemoryTaskStore {
         let (old_key, new_key) = (order_key(&entry.record.task), order_key(&task));
         entry.record.task = task.clone();
         entry.record.seq += events.len() as u64;
-        entry.events.extend(events.iter().cloned());
+        // Shares the events with the answer (see `StoredEvent::event`).
+        entry.events.extend(events.iter().map(|e| e.event.clone()));
         if old_key != new_key
             && let Some(index) = inner.by_owner.get_mut(&entry.record.owner)
         {
@@ -476,9 +525,8 @@ impl TaskStore for MemoryTaskStore {
         let entry = inner
             .owned(owner, task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
-        // Sequence numbers start at 1 and have no holes, so the index is seq - 1.
         let from = usize::try_from(after_seq).unwrap_or(usize::MAX);
-        Ok(entry.events.get(from..).unwrap_or_default().to_vec())
+        Ok(logged(task_id, &entry.events, from, entry.events.len()))
     }
 
     async fn put_push_config(
@@ -522,6 +570,9 @@ impl TaskStore for MemoryTaskStore {
             Some(existing) => *existing = webhook,
             None => entry.push_configs.push(webhook),
         }
+        // Set under the lock, before the config can be seen: a reader that finds it false
+        // could not have found the config either.
+        self.any_push_config.store(true, Ordering::Release);
         Ok(config)
     }
 

@@ -249,7 +249,10 @@ impl TaskStore for PgTaskStore {
             agent: new.agent,
             context_id: task.context_id.clone(),
             row: TaskRow::of(&task),
-            events: events.iter().map(|e| codec::encode(&e.event)).collect(),
+            events: events
+                .iter()
+                .map(|e| codec::encode(e.event.as_ref()))
+                .collect(),
             plan: Plan::diff(&Task::default(), &task),
         };
         if !self.writer.create(job).await? {
@@ -288,7 +291,10 @@ impl TaskStore for PgTaskStore {
             task_id: task_id.to_owned(),
             expected: to_i64(expected_seq),
             row: TaskRow::of(&new),
-            events: events.iter().map(|e| codec::encode(&e.event)).collect(),
+            events: events
+                .iter()
+                .map(|e| codec::encode(e.event.as_ref()))
+                .collect(),
             plan: Plan::diff(&old, &new),
         };
         let Some(seq) = self.writer.append(job).await? else {

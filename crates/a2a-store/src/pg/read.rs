@@ -274,7 +274,7 @@ pub(super) async fn events_after(
         events.push(StoredEvent {
             task_id: task_id.to_owned(),
             seq: u64::try_from(seq).unwrap_or(0),
-            event: decode::<StreamResponse>(&payload, "event")?,
+            event: std::sync::Arc::new(decode::<StreamResponse>(&payload, "event")?),
         });
     }
     Ok(events)

@@ -1,10 +1,11 @@
 //! Following a task: the one mechanism behind blocking sends, SendStreamingMessage,
 //! SubscribeToTask and cancel. The caller subscribes to the bus *before* it reads the snapshot it
-//! starts from, then takes bus events with the next expected sequence number; a gap, a lag
-//! notice, a closed subscription or the process's safety net ([`super::watch`]: the log has
-//! moved past the follower while the bus said nothing) makes it re-read the store's event log,
-//! so a follower never skips, repeats or reorders an event, whichever process wrote it. A quiet
-//! follower on a healthy bus reads nothing.
+//! starts from (or, subscribing after, starts its subscription with a lag notice, so that the
+//! log is read first: `A2aService::subscribe_late`), then takes bus events with the next
+//! expected sequence number; a gap, a lag notice, a closed subscription or the process's safety
+//! net ([`super::watch`]: the log has moved past the follower while the bus said nothing) makes
+//! it re-read the store's event log, so a follower never skips, repeats or reorders an event,
+//! whichever process wrote it. A quiet follower on a healthy bus reads nothing.
 
 use std::sync::Arc;
 
@@ -95,7 +96,7 @@ impl Follow {
                         for e in events {
                             next = e.seq + 1;
                             watched.waiting_for(next);
-                            let ev = SeqEvent { seq: Some(e.seq), event: e.event };
+                            let ev = SeqEvent { seq: Some(e.seq), event: Arc::unwrap_or_clone(e.event) };
                             let done = ends_with(&ev, ends);
                             yield Ok(ev);
                             if done {

@@ -145,12 +145,12 @@ impl A2aService {
         };
         turn.blocking = !opts.return_immediately;
         let task_id = turn.request.task_id.clone();
-        let bus = self.subscribe_bus(&task_id).await?;
         let first = first_answer(self.start_turn(turn).await);
         let payload = match first? {
             First::Message(m) => send_message_response::Payload::Message(m),
             First::Task { mut task, seq } => {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
+                    let bus = self.subscribe_late(&task_id).await;
                     let events = self.follow_blocking(ctx, &task_id, seq, bus);
                     let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
                     // On timeout the caller gets the task as it is; it keeps running.
@@ -232,14 +232,16 @@ impl A2aService {
     async fn prepare_turn(
         &self,
         ctx: &RequestContext,
-        req: SendMessageRequest,
+        mut req: SendMessageRequest,
     ) -> Result<Prepared, A2aError> {
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.
         let key = idempotency::key_of(ctx, &req, idempotency.message_id)
             .map(|key| (key.to_owned(), idempotency::fingerprint(&req)));
         let limits = &self.inner.config.limits;
-        let mut message = validate::message(req.message.as_ref(), limits.max_parts)?.clone();
+        validate::message(req.message.as_ref(), limits.max_parts)?;
+        // Taken, not copied: the request is done with once validated.
+        let mut message = req.message.take().unwrap_or_default();
         let cfg = req.configuration.unwrap_or_default();
         let history_length =
             validate::history_length(cfg.history_length, "configuration.historyLength")?;
@@ -453,8 +455,11 @@ impl A2aService {
         let span = turn_span(&turn);
         let trace = span.traceparent().or_else(|| turn.traceparent.clone());
         tokio::spawn(async move {
-            span.in_span(TRACEPARENT.scope(trace, svc.run_turn(turn, tx)))
-                .await;
+            // Boxed: a turn's future is large (it holds every state of the runner), and tokio
+            // copies a spawned future into its task and copies its stage again as it ends; a box
+            // is copied as a pointer.
+            let run = Box::pin(svc.run_turn(turn, tx));
+            span.in_span(TRACEPARENT.scope(trace, run)).await;
             span.end();
             svc.inner
                 .running
@@ -479,15 +484,15 @@ impl A2aService {
             upstream: None,
         };
         let taken_over = turn.resume != Resume::No;
-        match (turn.continues, taken_over, turn.request.task.clone()) {
-            (Some(seq), true, Some(task)) => runner.current = Some((task, seq)),
+        match (turn.continues, taken_over, &turn.request.task) {
+            (Some(seq), true, Some(task)) => runner.current = Some(Current::of(task, seq)),
             (Some(seq), _, _) => {
                 let change = TaskChange {
                     user_message: Some(turn.request.message.clone()),
                     event: runner.status_event(TaskState::Working, None),
                 };
                 match runner.commit(seq, vec![change]).await {
-                    Ok(()) => runner.announce_current(),
+                    Ok((task, seq)) => runner.announce(task, seq),
                     Err(e) => return runner.fail(e).await,
                 }
             }
@@ -647,6 +652,30 @@ impl A2aService {
         .into_stream()
     }
 
+    /// A bus subscription taken *after* the snapshot the follower starts from, for a blocking
+    /// send: most turns settle in their first write (the runner then answers with the settled
+    /// task), so subscribing before the turn starts, as a stream must, would cost every send a
+    /// channel that is never read. Events published between the snapshot and the subscription
+    /// are in the log: the subscription starts with [`BusItem::Lagged`], which makes the
+    /// follower read the log once before it waits on the bus. Without a bus the follower
+    /// goes on with the log and the process's safety net alone (the task already runs: failing
+    /// the send would hide it from its caller).
+    ///
+    /// [`BusItem::Lagged`]: a2a_bus::BusItem::Lagged
+    async fn subscribe_late(
+        &self,
+        task_id: &str,
+    ) -> futures::stream::BoxStream<'static, a2a_bus::BusItem> {
+        let read_log = futures::stream::once(async { a2a_bus::BusItem::Lagged });
+        match self.inner.bus.subscribe(task_id).await {
+            Ok(bus) => read_log.chain(bus).boxed(),
+            Err(e) => {
+                tracing::warn!(task_id, error = %e, "event bus unavailable; the send follows the task's log");
+                read_log.chain(futures::stream::pending()).boxed()
+            }
+        }
+    }
+
     pub(crate) async fn subscribe_bus(
         &self,
         task_id: &str,
@@ -662,7 +691,7 @@ impl A2aService {
     pub(crate) async fn publish(
         &self,
         task_id: &str,
-        events: impl IntoIterator<Item = (u64, StreamResponse)>,
+        events: impl IntoIterator<Item = (u64, Arc<StreamResponse>)>,
     ) {
         let mut events = events.into_iter().peekable();
         let Some(&(first, _)) = events.peek() else {
@@ -688,7 +717,7 @@ impl A2aService {
             .map(|(seq, event)| BusEvent {
                 task_id: task_id.to_owned(),
                 seq,
-                event: Arc::new(event),
+                event,
                 trace: trace.clone(),
             })
             .collect();
@@ -749,12 +778,35 @@ struct Runner<'a> {
     /// The send's idempotency key: kept once the task exists (or the message continuing it is
     /// recorded); dropped with the runner otherwise, which frees it.
     key: Option<KeyHold>,
-    /// The snapshot and sequence number once the task exists.
-    current: Option<(Task, u64)>,
+    /// What the runner needs of its task once it exists (the snapshot goes to the caller).
+    current: Option<Current>,
     /// Events staged for the next write.
     pending: Vec<StreamResponse>,
     /// Upstream ids reported before the task existed.
     upstream: Option<UpstreamRef>,
+}
+
+/// What a runner keeps of its task's last snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Current {
+    seq: u64,
+    state: TaskState,
+    /// When its status last changed, Unix milliseconds (where a taken-over turn queues).
+    since_ms: i64,
+}
+
+impl Current {
+    fn of(task: &Task, seq: u64) -> Self {
+        Self {
+            seq,
+            state: state_of(task),
+            since_ms: task
+                .status
+                .as_ref()
+                .and_then(|s| s.timestamp)
+                .map_or(0, |t| t.as_millis()),
+        }
+    }
 }
 
 impl Runner<'_> {
@@ -791,7 +843,7 @@ impl Runner<'_> {
         staged.unwrap_or_else(|| {
             self.current
                 .as_ref()
-                .map_or(TaskState::Submitted, |(t, _)| state_of(t))
+                .map_or(TaskState::Submitted, |c| c.state)
         })
     }
 
@@ -802,12 +854,6 @@ impl Runner<'_> {
         }
         if let Some(tx) = self.first_tx.take() {
             let _ = tx.send(Ok(First::Task { task, seq }));
-        }
-    }
-
-    fn announce_current(&mut self) {
-        if let Some((task, seq)) = self.current.clone() {
-            self.announce(task, seq);
         }
     }
 
@@ -893,11 +939,11 @@ impl Runner<'_> {
             .await;
         // The caller starts from the task as created, and the later events reach it as events;
         // or, as above, from the settled snapshot.
+        self.current = Some(Current::of(&snapshot, last));
         match created {
             Some(task) => self.announce(task, 1),
-            None => self.announce(snapshot.clone(), last),
+            None => self.announce(snapshot, last),
         }
-        self.current = Some((snapshot, last));
         // The task exists: a config refused (a quota) or not stored ends it FAILED, saying why.
         registered?;
         if let Some(ids) = self.upstream.take() {
@@ -929,12 +975,7 @@ impl Runner<'_> {
             return Ok(None);
         };
         let since_ms = match (&self.current, self.turn.resume) {
-            (Some((task, _)), Resume::Reattach | Resume::Redispatch) => Some(
-                task.status
-                    .as_ref()
-                    .and_then(|s| s.timestamp)
-                    .map_or(0, |t| t.as_millis()),
-            ),
+            (Some(current), Resume::Reattach | Resume::Redispatch) => Some(current.since_ms),
             _ => None,
         };
         let admission = match since_ms {
@@ -992,20 +1033,21 @@ impl Runner<'_> {
             .map_err(|e| store_error(self.task_id(), e))
     }
 
-    /// Stores changes as one write, then publishes their events.
+    /// Stores changes as one write, then publishes their events; the snapshot after them and
+    /// its sequence number.
     async fn commit(
         &mut self,
         expected_seq: u64,
         changes: Vec<TaskChange>,
-    ) -> Result<(), A2aError> {
+    ) -> Result<(Task, u64), A2aError> {
         let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
         self.svc
             .publish(self.task_id(), events.into_iter().map(|e| (e.seq, e.event)))
             .await;
-        self.current = Some((snapshot, last));
-        Ok(())
+        self.current = Some(Current::of(&snapshot, last));
+        Ok((snapshot, last))
     }
 
     /// The turn's write, retried while the store is unreachable (a PostgreSQL restart, a short
@@ -1058,10 +1100,10 @@ impl Runner<'_> {
         match &self.current {
             _ if self.pending.is_empty() => Ok(()),
             None => self.create().await,
-            Some((_, seq)) => {
-                let seq = *seq;
+            Some(current) => {
+                let seq = current.seq;
                 let changes = self.take_pending();
-                self.commit(seq, changes).await
+                self.commit(seq, changes).await.map(drop)
             }
         }
     }

@@ -1,5 +1,6 @@
 //! GetTask, ListTasks, CancelTask and SubscribeToTask.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_store::{Cursor, ListQuery, StoreError, TaskChange};
@@ -184,11 +185,11 @@ impl A2aService {
             };
             let change = TaskChange {
                 user_message: None,
-                event: event.clone(),
+                event,
             };
             match store.append(&req.id, rec.seq, change).await {
                 Ok((stored, task)) => {
-                    self.publish(&req.id, [(stored.seq, event)]).await;
+                    self.publish(&req.id, [(stored.seq, stored.event)]).await;
                     return Ok(task);
                 }
                 Err(StoreError::Conflict { .. } | StoreError::Terminal(_)) => continue,
@@ -296,7 +297,7 @@ impl A2aService {
             let terminal = event_state(&e.event).is_some_and(is_terminal);
             replay.push(Ok(SeqEvent {
                 seq: Some(e.seq),
-                event: e.event,
+                event: Arc::unwrap_or_clone(e.event),
             }));
             if terminal {
                 return Ok(futures::stream::iter(replay).boxed());

@@ -159,7 +159,7 @@ async fn main() -> Result<(), String> {
             )
             .await
             .map_err(|e| e.to_string())?;
-        publish(&bus, &id, 1, first.event).await?;
+        publish(&bus, &id, 1, Arc::unwrap_or_clone(first.event)).await?;
         ids.push(id);
     }
 
