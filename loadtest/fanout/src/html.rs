@@ -81,7 +81,12 @@ fn run_section(r: &Report) -> String {
         esc(&r.command),
         esc(&r.summary())
     );
-    let col = |f: fn(&crate::report::Point) -> f64| r.timeline.iter().map(f).collect::<Vec<_>>();
+    // The window's whole seconds only: a last bucket past them holds the answers that arrived
+    // after the window ended (requests in flight at its end), a fraction of a second's worth,
+    // which a chart of rates would show as a collapse. They still count in the summary.
+    let whole = (r.window_s.floor() as usize).max(1);
+    let timeline = &r.timeline[..r.timeline.len().min(whole)];
+    let col = |f: fn(&crate::report::Point) -> f64| timeline.iter().map(f).collect::<Vec<_>>();
     s.push_str(&chart(
         "Latency over time (per second of the measured window)",
         "ms",
@@ -146,5 +151,29 @@ mod tests {
             .next()
             .unwrap();
         assert_eq!(points.split(' ').count(), 3);
+    }
+
+    #[test]
+    fn answers_after_the_window_are_not_charted_as_a_second() {
+        let mut r = crate::report::tests::sample();
+        // Requests in flight when the 3 s window ended, answered just after it.
+        r.timeline.push(crate::report::Point {
+            t: 3,
+            ok: 5,
+            errors: 0,
+            p50_ms: 1.0,
+            p99_ms: 1.0,
+        });
+        let page = render(&[r]);
+        // The third line: ok/s.
+        let line = page.split("<polyline").nth(3).unwrap();
+        let points = line
+            .split("points=\"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        assert_eq!(points.split(' ').count(), 3, "seconds 0, 1 and 2 only");
     }
 }
