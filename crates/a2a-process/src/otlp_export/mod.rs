@@ -12,7 +12,9 @@ mod config;
 mod encode;
 mod processor;
 
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, header};
@@ -94,9 +96,17 @@ impl Exporter {
             };
             let _ = done.send(sent);
         });
-        result
-            .recv()
-            .unwrap_or_else(|_| Err("the runtime stopped before the export finished".to_owned()))
+        // The task bounds itself by the timeout, but only while the runtime runs it: the margin
+        // covers a runtime that is busy, and nothing waits forever on one that is stuck.
+        match result.recv_timeout(timeout + Duration::from_secs(5)) {
+            Ok(sent) => sent,
+            Err(RecvTimeoutError::Timeout) => Err(format!(
+                "the export did not finish within {timeout:?} (the runtime is not running it)"
+            )),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err("the runtime stopped before the export finished".to_owned())
+            }
+        }
     }
 
     /// Closes the connection.

@@ -15,7 +15,7 @@
 //! specification's batch processor does.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -114,7 +114,11 @@ impl OtlpProcessor {
         Self::new(Config::from_env(env)?, Limits::from_env(env)?)
     }
 
-    pub fn new(config: Config, limits: Limits) -> Result<Self, String> {
+    pub fn new(config: Config, mut limits: Limits) -> Result<Self, String> {
+        // What `Limits::from_env` refuses, made harmless here too: a zero delay would spin.
+        limits.max_queue = limits.max_queue.max(1);
+        limits.max_batch = limits.max_batch.clamp(1, limits.max_queue);
+        limits.delay = limits.delay.max(Duration::from_millis(1));
         let exporter = Arc::new(Exporter::new(config)?);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -134,7 +138,10 @@ impl OtlpProcessor {
             .name("otlp-export".into())
             .spawn({
                 let (shared, exporter) = (shared.clone(), exporter.clone());
-                move || export_loop(&shared, &exporter)
+                move || {
+                    let _dead = Stopped(&shared);
+                    export_loop(&shared, &exporter);
+                }
             })
             .map_err(|e| format!("cannot start the trace export thread: {e}"))?;
         Ok(Self {
@@ -165,9 +172,34 @@ impl OtlpProcessor {
     }
 }
 
+/// Stops the processor when the export thread ends, however it ends (a panic included): later
+/// spans are dropped and counted, and callers waiting for an export get an error instead of
+/// waiting forever.
+struct Stopped<'a>(&'a Shared);
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        let mut state = self.0.lock();
+        state.stopping = true;
+        // Dropping the senders answers their receivers with an error.
+        state.waiting.clear();
+    }
+}
+
+impl Drop for OtlpProcessor {
+    /// Without a shutdown (the SDK's provider always calls it), the thread is told to export
+    /// what is queued and end, without waiting for it.
+    fn drop(&mut self) {
+        self.shared.lock().stopping = true;
+        self.shared.wake.notify_one();
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent data (counters and buffers only).
+        // Only a bug in the encoding could panic while holding the lock (leaving a partial span
+        // in its batch, which the collector would refuse): recovering keeps the process's other
+        // spans flowing rather than losing every later one.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -200,7 +232,8 @@ impl SpanProcessor for OtlpProcessor {
 
     fn force_flush(&self) -> OTelSdkResult {
         let answer = self.ask(false)?;
-        // Bounded: each batch's export is bounded by the exporter's timeout.
+        // Bounded: each batch's export is bounded by the exporter's timeout, and a thread that
+        // died drops the sender (`Stopped`).
         match answer.recv() {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(OTelSdkError::InternalFailure(e)),
@@ -215,10 +248,15 @@ impl SpanProcessor for OtlpProcessor {
         let result = match answer.recv_timeout(timeout) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(OTelSdkError::InternalFailure(e)),
-            Err(_) => Err(OTelSdkError::Timeout(timeout)),
+            Err(RecvTimeoutError::Timeout) => Err(OTelSdkError::Timeout(timeout)),
+            Err(RecvTimeoutError::Disconnected) => Err(OTelSdkError::InternalFailure(
+                "the trace export thread stopped".into(),
+            )),
         };
-        if result.is_ok()
-            && let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take())
+        // The thread returns right after answering; joined only when it has, so that shutdown
+        // never waits past its timeout (else it is left to end on its own).
+        if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take())
+            && thread.is_finished()
         {
             let _ = thread.join();
         }
@@ -291,11 +329,14 @@ fn export_loop(shared: &Shared, exporter: &Exporter) {
             metrics::counter!("a2a_trace_spans_dropped_total").increment(dropped);
             warnings.dropped(dropped, shared.limits.max_queue);
         }
+        if stopping {
+            // Before answering: the caller may exit right after.
+            warnings.flush(shared.limits.max_queue);
+        }
         for waiter in waiting {
             let _ = waiter.send(result.clone());
         }
         if stopping {
-            warnings.flush(shared.limits.max_queue);
             return;
         }
     }

@@ -338,6 +338,8 @@ async fn exports_over_grpc_with_the_configured_headers() {
     let processor = OtlpProcessor::from_env(&env(vec![
         endpoint(addr),
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=secret%21".into()),
+        // No scheduled export in the middle: only the full batch and shutdown's.
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000".into()),
     ]))
     .unwrap();
     assert!(!format!("{processor:?}").contains("secret"));
@@ -391,19 +393,29 @@ async fn a_partial_batch_is_exported_after_the_schedule_delay() {
     for span in batch() {
         processor.on_end(span);
     }
-    // No flush: the delay alone exports them.
+    // No flush: the delay alone exports them (in one request, or more if this test was
+    // preempted across a delay).
+    let exported = |sink: &Sink| -> usize {
+        let requests = sink.requests.lock().unwrap();
+        let scopes = requests
+            .iter()
+            .flat_map(|r| &r.resource_spans[0].scope_spans);
+        scopes.map(|s| s.spans.len()).sum()
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while sink.requests.lock().unwrap().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "nothing exported");
+    while exported(&sink) < batch().len() {
+        assert!(std::time::Instant::now() < deadline, "not all exported");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let request = sink.requests.lock().unwrap()[0].clone();
-    let spans: usize = request.resource_spans[0]
-        .scope_spans
-        .iter()
-        .map(|s| s.spans.len())
-        .sum();
-    assert_eq!(spans, batch().len(), "both scopes' spans, in one request");
+    assert_eq!(exported(&sink), batch().len(), "each span once");
+    let first = sink.requests.lock().unwrap()[0].clone();
+    assert!(
+        first.resource_spans[0]
+            .scope_spans
+            .iter()
+            .all(|s| !s.spans.is_empty()),
+        "no empty ScopeSpans"
+    );
     tokio::task::spawn_blocking(move || processor.shutdown())
         .await
         .unwrap()
@@ -442,8 +454,10 @@ async fn past_the_queue_bound_spans_are_dropped_and_counted() {
         .iter()
         .map(|r| r.resource_spans[0].scope_spans[0].spans.len())
         .sum();
-    // One batch in flight and one queued at most: between 10 and 20 get through.
-    assert!((10..=20).contains(&exported), "{exported} exported");
+    // One batch in flight and one queued at most while the collector answers: 10 to 20 get
+    // through unless this test stalls for the collector's whole second.
+    assert!((10..50).contains(&exported), "{exported} exported");
+    assert!(processor.dropped() > 0);
     assert_eq!(
         exported as u64 + processor.dropped(),
         50,
@@ -470,10 +484,14 @@ async fn failures_are_errors_and_the_next_export_reconnects() {
     let port = free.local_addr().unwrap().port();
     drop(free);
     let down = Arc::new(
-        OtlpProcessor::from_env(&env(vec![(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://127.0.0.1:{port}"),
-        )]))
+        OtlpProcessor::from_env(&env(vec![
+            (
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://127.0.0.1:{port}"),
+            ),
+            // Exports only when flushed, so that each flush is one request.
+            ("OTEL_BSP_SCHEDULE_DELAY", "600000".into()),
+        ]))
         .unwrap(),
     );
     let e = flush_from_a_plain_thread(down.clone()).await;
