@@ -9,8 +9,8 @@
 #   4. the same with full tracing: a third gateway exporting every span (OTEL_TRACES_SAMPLER
 #      always_on; BENCH_TRACES_SAMPLER and BENCH_TRACES_SAMPLER_ARG choose another) over OTLP to
 #      `a2a-loadtest otlp-sink`, a receiver that only counts them;
-#      rows 2 to 4 alternate BENCH_METRICS_ROUNDS times (default 2) so that all see the same
-#      shared machine
+#      rows 2 to 4 alternate BENCH_METRICS_ROUNDS times (default 6), in a rotated order each
+#      round, so that all see the same shared machine
 # and prints req/s, p50, p99, the ratio of (2) to (1) and the costs of metrics (3 vs 2) and of
 # tracing (4 vs 2), both in throughput and in the gateway's own CPU time per request (utime +
 # stime from /proc over the tool's run, divided by the requests it answered, warm-up included:
@@ -20,7 +20,7 @@
 # with no bound, each gateway's memory grew by 4.5 KB per send, and zeroing those fresh pages
 # (huge pages, in the kernel) was 15-21% of its CPU and differed between the gateways by more
 # than the cost measured. Afterwards it checks that each gateway holds exactly the bound.
-# Usage: loadtest/bench.sh [duration per run, default 15s]
+# Usage: loadtest/bench.sh [duration per run, default 5s]
 #   BENCH_PORT (first of five ports, default 18480), BENCH_NO_BUILD, BENCH_OUT, BENCH_WARMUP,
 #   BENCH_MAX_TASKS (the gateways' bound, default 100000),
 #   BENCH_BSP_BATCH (the traced gateway's OTEL_BSP_MAX_EXPORT_BATCH_SIZE, default 8192; the run fails
@@ -29,13 +29,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=loadtest/bench-common.sh
 source loadtest/bench-common.sh
-DURATION="${1:-15s}"
+DURATION="${1:-5s}"
 PORT="${BENCH_PORT:-18480}"
 MPORT=$((PORT + 1))      # the gateway with metrics on
 ADMIN=$((PORT + 2))      # its admin listener
 TPORT=$((PORT + 3))      # the gateway with tracing on
 SINK=$((PORT + 4))       # its OTLP receiver
-ROUNDS="${BENCH_METRICS_ROUNDS:-2}"
+ROUNDS="${BENCH_METRICS_ROUNDS:-6}"
 SAMPLER="${BENCH_TRACES_SAMPLER:-always_on}"
 SAMPLER_ARG="${BENCH_TRACES_SAMPLER_ARG:-}"
 
@@ -103,19 +103,32 @@ measure() {
   echo "$round $name $ticks $sent $rps" >>"$WORK/per-round"
 }
 SCRAPES=0
+# run_one NAME: the run of one gateway in this round.
+run_one() {
+  case $1 in
+    off)
+      measure off "$OFF_PID" "$PORT" "$OUT/send-off-$round.json"
+      lt_row "SendMessage, metrics off" "$OUT/send-off-$round.json" ;;
+    on)
+      # Prometheus's part: one scrape a second while the tool runs.
+      ( while :; do curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/metrics" && echo x; sleep 1; done ) >"$WORK/scrapes" &
+      SCRAPER=$!
+      measure on "$ON_PID" "$MPORT" "$OUT/send-on-$round.json"
+      kill "$SCRAPER"; wait "$SCRAPER" 2>/dev/null || true
+      SCRAPER=""
+      SCRAPES=$((SCRAPES + $(wc -l <"$WORK/scrapes")))
+      lt_row "SendMessage, metrics on" "$OUT/send-on-$round.json" ;;
+    tr)
+      measure tr "$TR_PID" "$TPORT" "$OUT/send-traced-$round.json"
+      lt_row "SendMessage, traces on" "$OUT/send-traced-$round.json" ;;
+  esac
+}
+# Each round runs the three in another order (off on tr, on tr off, tr off on, ...): a machine
+# that speeds up or slows down within a round favours no row over the rounds.
+ORDER=(off on tr)
 for round in $(seq "$ROUNDS"); do
-  measure off "$OFF_PID" "$PORT" "$OUT/send-off-$round.json"
-  lt_row "SendMessage, metrics off" "$OUT/send-off-$round.json"
-  # Prometheus's part: one scrape a second while the tool runs.
-  ( while :; do curl -sf -o /dev/null "http://127.0.0.1:$ADMIN/metrics" && echo x; sleep 1; done ) >"$WORK/scrapes" &
-  SCRAPER=$!
-  measure on "$ON_PID" "$MPORT" "$OUT/send-on-$round.json"
-  kill "$SCRAPER"; wait "$SCRAPER" 2>/dev/null || true
-  SCRAPER=""
-  SCRAPES=$((SCRAPES + $(wc -l <"$WORK/scrapes")))
-  lt_row "SendMessage, metrics on" "$OUT/send-on-$round.json"
-  measure tr "$TR_PID" "$TPORT" "$OUT/send-traced-$round.json"
-  lt_row "SendMessage, traces on" "$OUT/send-traced-$round.json"
+  shift_by=$(( (round - 1) % 3 ))
+  for i in 0 1 2; do run_one "${ORDER[$(( (i + shift_by) % 3 ))]}"; done
 done
 (( SCRAPES > 0 )) || { echo "bench: /metrics was never scraped" >&2; exit 1; }
 

@@ -394,7 +394,12 @@ impl Extractor for PairExtractor<'_> {
 /// The remote parent named by W3C `traceparent`/`tracestate` headers (gRPC metadata arrives as
 /// headers too); an empty context (a new trace) when absent or invalid.
 pub fn extract(headers: &http::HeaderMap) -> opentelemetry::Context {
-    propagator().extract(&HeaderExtractor(headers))
+    // Most requests carry none: skip the propagator (which starts from a clone of the current
+    // context).
+    if !headers.contains_key(http::header::HeaderName::from_static("traceparent")) {
+        return opentelemetry::Context::new();
+    }
+    propagator().extract_with_context(&opentelemetry::Context::new(), &HeaderExtractor(headers))
 }
 
 /// The span a context names, when it names a valid one (a remote parent that was sent).
@@ -405,7 +410,10 @@ pub fn parent_of(cx: &opentelemetry::Context) -> Option<SpanContext> {
 
 /// The remote parent named by a stored `traceparent` value (e.g. a Redis entry's `tp`).
 pub fn context_from_traceparent(traceparent: &str) -> opentelemetry::Context {
-    propagator().extract(&PairExtractor(traceparent, None))
+    propagator().extract_with_context(
+        &opentelemetry::Context::new(),
+        &PairExtractor(traceparent, None),
+    )
 }
 
 struct HeaderInjector<'a>(&'a mut http::HeaderMap);

@@ -65,6 +65,20 @@ impl TraceSpan {
         }))
     }
 
+    /// Starts a span as a child of this one (which need not be current, nor still open);
+    /// nothing when there is no span.
+    pub fn start_child(
+        &self,
+        name: impl Into<Cow<'static, str>>,
+        kind: SpanKind,
+        attributes: Vec<KeyValue>,
+    ) -> Self {
+        match &self.0 {
+            Some(cx) => Self::start(name, kind, attributes, cx),
+            None => Self::NONE,
+        }
+    }
+
     /// Starts a span as a child of the current one (see [`TraceSpan::in_span`]); nothing when
     /// no span of ours is current (what happens outside a traced request is not traced).
     pub fn start_in_current(
@@ -119,6 +133,14 @@ impl TraceSpan {
                 Key::from_static_str(key),
                 Value::from(value.to_owned()),
             ));
+        }
+    }
+
+    /// Sets several attributes under one lock of the span (the values are built only when
+    /// there is a span).
+    pub fn set_all<const N: usize>(&self, attributes: impl FnOnce() -> [KeyValue; N]) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_attributes(attributes());
         }
     }
 

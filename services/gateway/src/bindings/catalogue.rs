@@ -26,7 +26,7 @@ pub async fn list_agents(
 ) -> Response {
     let mut call = Call::start(Binding::Rest);
     call.method("ListAgents");
-    call.http("GET", || PATH.to_owned());
+    call.http("GET", || PATH.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
         .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())

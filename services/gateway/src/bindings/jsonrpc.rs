@@ -91,7 +91,7 @@ pub async fn handle(
     let family = jsonrpc_v03::dialect_of(&method);
     call.method(jsonrpc_v03::method_label(&method).unwrap_or(&method));
     call.dialects(Dialects::both(family));
-    call.http("POST", || PATH.to_owned());
+    call.http("POST", || PATH.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
         .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())

@@ -20,6 +20,7 @@
 //! ErrorInfo reason, or `ok`), `a2a_request_duration_seconds{binding,method}`,
 //! `a2a_open_streams{binding}` and `a2a_auth_failures_total{reason}`.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::IpAddr;
 use std::sync::OnceLock;
@@ -130,8 +131,9 @@ pub struct Call {
     /// The SERVER span, built by [`Call::admit`] when the request is sampled (unset while
     /// traces are off, for an unsampled request, and before admission).
     span: OnceLock<TraceSpan>,
-    /// The HTTP method and route template, kept for the span while traces are on.
-    http: Option<(String, String)>,
+    /// The HTTP method and route template, kept for the span while traces are on (static
+    /// strings where they can be: a span copies only what is not).
+    http: Option<(Cow<'static, str>, Cow<'static, str>)>,
     /// The HTTP status a binding answers with when it is not the error's own (REST's 415).
     status: Option<u16>,
     /// The dialects the request can speak (`A2A-Version` is read against them).
@@ -168,9 +170,15 @@ impl Call {
 
     /// The HTTP method and route template (`http.request.method`, `http.route`) of the HTTP
     /// bindings, for the span (the route is built only while traces are on).
-    pub fn http(&mut self, method: &str, route: impl FnOnce() -> String) {
+    pub fn http(&mut self, method: &str, route: impl FnOnce() -> Cow<'static, str>) {
         if telemetry::enabled() {
-            self.http = Some((method.to_owned(), route()));
+            let method = match method {
+                "GET" => Cow::Borrowed("GET"),
+                "POST" => Cow::Borrowed("POST"),
+                "DELETE" => Cow::Borrowed("DELETE"),
+                other => Cow::Owned(other.to_owned()),
+            };
+            self.http = Some((method, route()));
         }
     }
 
@@ -221,10 +229,9 @@ impl Call {
             let _ = self.span.set(span);
         }
         let mut ctx = request_context(headers, query, self.dialects).map_err(Refusal::Invalid)?;
-        if let Some(tp) = self.span().traceparent() {
-            // The turn and the events it publishes continue from this call's span.
-            ctx.traceparent = Some(tp);
-        } else if telemetry::enabled() {
+        // When traced, the turn and the events it publishes continue from this call's span
+        // (`ctx.span`).
+        if telemetry::enabled() && !self.span().is_traced() {
             // Not sampled: what follows is not traced either, here or downstream.
             ctx.traceparent = Some(telemetry::unsampled_traceparent(parent.as_ref()));
         }
@@ -404,17 +411,32 @@ impl Call {
     /// The SERVER span's outcome attributes, then its end (a stream's at its opening).
     fn end_span(&self, outcome: &'static str) {
         let span = self.span();
-        if self.binding != Binding::Grpc {
-            span.set(
+        let status = if self.binding != Binding::Grpc {
+            KeyValue::new(
                 "http.response.status_code",
                 i64::from(self.status.unwrap_or(200)),
-            );
-        } else if outcome == "ok" {
-            span.set("rpc.response.status_code", "OK");
-        }
-        if outcome != "ok" {
-            span.set("error.type", outcome);
-            span.set("a2a.error.reason", outcome);
+            )
+        } else {
+            // A failure's gRPC code was set by `failed`.
+            KeyValue::new("rpc.response.status_code", "OK")
+        };
+        if outcome == "ok" {
+            span.set_all(|| [status]);
+        } else if self.binding != Binding::Grpc {
+            span.set_all(|| {
+                [
+                    status,
+                    KeyValue::new("error.type", outcome),
+                    KeyValue::new("a2a.error.reason", outcome),
+                ]
+            });
+        } else {
+            span.set_all(|| {
+                [
+                    KeyValue::new("error.type", outcome),
+                    KeyValue::new("a2a.error.reason", outcome),
+                ]
+            });
         }
         span.end();
     }
@@ -425,7 +447,7 @@ impl Call {
 fn server_span(
     binding: Binding,
     method: &'static str,
-    http: Option<&(String, String)>,
+    http: Option<&(Cow<'static, str>, Cow<'static, str>)>,
     remote: &telemetry::Context,
 ) -> TraceSpan {
     let mut attributes = Vec::with_capacity(6);

@@ -5,6 +5,7 @@
 //! and stops at the first terminal or interrupted state or when canceled.
 
 use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
+use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +70,10 @@ tokio::task_local! {
 pub(super) struct Turn {
     pub agent: Arc<dyn Agent>,
     pub owner: String,
+    /// The SERVER span of the request that started the turn, when it is traced: the turn's
+    /// span is its child (no `traceparent` written and parsed back in between).
+    pub parent: TraceSpan,
+    /// Otherwise the request's `traceparent` (the client's, or one flagged not sampled).
     pub traceparent: Option<String>,
     pub request: AgentRequest,
     /// The sequence number of the task being continued; `None` for a new task.
@@ -284,11 +289,13 @@ impl A2aService {
             let turn = turns_of(&rec.task).saturating_add(1);
             (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
         };
-        if ctx.span.is_traced() {
-            ctx.span.set_str("a2a.task_id", &message.task_id);
-            ctx.span.set_str("a2a.context_id", &message.context_id);
-            ctx.span.set_str("a2a.agent", agent.name());
-        }
+        ctx.span.set_all(|| {
+            [
+                KeyValue::new("a2a.task_id", message.task_id.clone()),
+                KeyValue::new("a2a.context_id", message.context_id.clone()),
+                KeyValue::new("a2a.agent", agent_names(agent.name()).agent),
+            ]
+        });
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
             auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
@@ -336,6 +343,7 @@ impl A2aService {
         let turn = Turn {
             agent,
             owner: ctx.owner.clone(),
+            parent: ctx.span.clone(),
             traceparent: ctx.traceparent.clone(),
             request: AgentRequest {
                 task_id: message.task_id.clone(),
@@ -751,23 +759,53 @@ impl A2aService {
 /// The span of one turn (disabled while traces are off): child of the request's span, a root
 /// for a taken-over turn whose request is gone.
 fn turn_span(turn: &Turn) -> TraceSpan {
-    // Sampled as the request that started it was (its traceparent's flag).
-    if !telemetry::sample_continuation(turn.traceparent.as_deref()) {
+    // Sampled as the request that started it was: traced, or its traceparent's flag.
+    if !turn.parent.is_traced() && !telemetry::sample_continuation(turn.traceparent.as_deref()) {
         return TraceSpan::NONE;
     }
-    let agent = turn.agent.name();
-    TraceSpan::start_from(
-        turn.traceparent.as_deref(),
-        format!("turn {agent}"),
-        SpanKind::Internal,
-        vec![
-            KeyValue::new("a2a.task_id", turn.request.task_id.clone()),
-            KeyValue::new("a2a.context_id", turn.request.context_id.clone()),
-            KeyValue::new("a2a.agent", agent.to_owned()),
-            KeyValue::new("a2a.turn", i64::from(turn.request.turn)),
-            KeyValue::new("a2a.resumed", turn.resume != Resume::No),
-        ],
-    )
+    let names = agent_names(turn.agent.name());
+    let attributes = vec![
+        KeyValue::new("a2a.task_id", turn.request.task_id.clone()),
+        KeyValue::new("a2a.context_id", turn.request.context_id.clone()),
+        KeyValue::new("a2a.agent", names.agent),
+        KeyValue::new("a2a.turn", i64::from(turn.request.turn)),
+        KeyValue::new("a2a.resumed", turn.resume != Resume::No),
+    ];
+    if turn.parent.is_traced() {
+        turn.parent
+            .start_child(names.turn, SpanKind::Internal, attributes)
+    } else {
+        TraceSpan::start_from(
+            turn.traceparent.as_deref(),
+            names.turn,
+            SpanKind::Internal,
+            attributes,
+        )
+    }
+}
+
+/// An agent's name and its turn span's name (`turn <agent>`), as `&'static str`s: span names
+/// and attribute values that are static are not copied for every span.
+pub(crate) struct AgentNames {
+    pub agent: &'static str,
+    pub turn: &'static str,
+}
+
+/// The [`AgentNames`] of `agent`, made once per agent name and kept for the process's life
+/// (agents are configured, so there are few).
+pub(crate) fn agent_names(agent: &str) -> &'static AgentNames {
+    static NAMES: std::sync::RwLock<BTreeMap<String, &'static AgentNames>> =
+        std::sync::RwLock::new(BTreeMap::new());
+    if let Some(names) = NAMES.read().unwrap_or_else(|e| e.into_inner()).get(agent) {
+        return names;
+    }
+    let mut all = NAMES.write().unwrap_or_else(|e| e.into_inner());
+    all.entry(agent.to_owned()).or_insert_with(|| {
+        Box::leak(Box::new(AgentNames {
+            agent: Box::leak(agent.into()),
+            turn: Box::leak(format!("turn {agent}").into_boxed_str()),
+        }))
+    })
 }
 
 /// State of one running turn.

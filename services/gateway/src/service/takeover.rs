@@ -132,6 +132,7 @@ impl A2aService {
                 agent,
                 owner: rec.owner.clone(),
                 // The request that started the turn is gone with the replica that ran it.
+                parent: a2a_process::telemetry::TraceSpan::NONE,
                 traceparent: None,
                 request: AgentRequest {
                     task_id: rec.task.id.clone(),

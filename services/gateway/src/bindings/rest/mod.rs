@@ -115,7 +115,7 @@ async fn handle(
             (Dialect::V03, Op::GetExtendedAgentCard) => "/card",
             (_, op) => op.route(),
         };
-        format!("{PREFIX}{tenant}{v1}{route}")
+        format!("{PREFIX}{tenant}{v1}{route}").into()
     });
     let body = match body {
         Ok(b) => b,
