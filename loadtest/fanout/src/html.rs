@@ -142,15 +142,18 @@ mod tests {
             "no network, no script"
         );
         // One point per second of the timeline.
-        let line = page.split("<polyline").nth(1).unwrap();
-        let points = line
-            .split("points=\"")
+        assert_eq!(points_of(&page, 1).split(' ').count(), 3);
+    }
+
+    /// The `points` of the page's `n`th polyline (from 1).
+    fn points_of(page: &str, n: usize) -> &str {
+        let line = page.split("<polyline").nth(n).unwrap();
+        line.split("points=\"")
             .nth(1)
             .unwrap()
             .split('"')
             .next()
-            .unwrap();
-        assert_eq!(points.split(' ').count(), 3);
+            .unwrap()
     }
 
     #[test]
@@ -166,14 +169,10 @@ mod tests {
         });
         let page = render(&[r]);
         // The third line: ok/s.
-        let line = page.split("<polyline").nth(3).unwrap();
-        let points = line
-            .split("points=\"")
-            .nth(1)
-            .unwrap()
-            .split('"')
-            .next()
-            .unwrap();
-        assert_eq!(points.split(' ').count(), 3, "seconds 0, 1 and 2 only");
+        assert_eq!(
+            points_of(&page, 3).split(' ').count(),
+            3,
+            "seconds 0, 1 and 2 only"
+        );
     }
 }
