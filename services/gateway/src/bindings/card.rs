@@ -1,53 +1,81 @@
 //! `GET /.well-known/agent-card.json` (and its 0.2.x alias `/.well-known/agent.json`) and the
-//! per-agent cards: the card with `Cache-Control`,
-//! a strong `ETag` and `Last-Modified`; a conditional request that matches gets 304. The REST
-//! binding answers `GET /extendedAgentCard` the same way ([`conditional`]).
+//! per-agent cards: the card in the shape the request's `A2A-Version` asks for (the strict 1.0
+//! card for `1.x`, the combined 0.3 + 1.0 card otherwise), with `Cache-Control`, a strong
+//! `ETag` per shape, `Last-Modified` and `Vary: A2A-Version`; a conditional request that
+//! matches gets 304. The REST binding answers the extended card the same way ([`conditional`]).
 
+use a2a_types::Dialect;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
-use crate::service::{A2aService, CardDocument};
+use crate::service::{A2aService, CardDocument, Dialects};
 
 pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
-/// Where A2A 0.2.x clients look for the card: the same card is served there.
+/// Where A2A 0.2.x clients look for the card: the 0.3 (combined) card is served there.
 pub const LEGACY_WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
 
 /// Where the rewritten card of each upstream agent is served.
 pub const AGENT_CARD_PATH: &str = "/agents/{name}/.well-known/agent-card.json";
 
-pub async fn agent_card(State(svc): State<A2aService>, headers: HeaderMap) -> Response {
-    let doc = svc.agent_card();
-    conditional(
-        &doc,
-        &headers,
-        &format!("public, max-age={}", doc.max_age_secs),
-    )
+/// The card shape a request for a well-known card asks for: the strict 1.0 card for
+/// `A2A-Version: 1.x` (header, or the `A2A-Version` query parameter), the combined card (0.3
+/// and 1.0 members) otherwise. A missing version means 0.3 (spec §3.6), and the combined card
+/// is also what a 1.0 client that fetches the card without the header reads without trouble;
+/// a version this gateway does not speak gets the combined card too (discovery never fails on
+/// the header).
+fn requested_shape(headers: &HeaderMap, query: Option<&str>) -> Dialect {
+    super::dialect_of(headers, query, Dialects::both(Dialect::V03))
 }
 
-/// An upstream agent's card, rewritten to point at this gateway; 404 for an unknown agent or
-/// one whose card was never fetched.
+/// The card at `/.well-known/agent-card.json`, in the shape the request's `A2A-Version` asks
+/// for (`Vary: A2A-Version`); at the 0.2.x path `/.well-known/agent.json`, always the combined
+/// card (0.2 and 0.3 clients read it; 1.0 clients do not look there).
+pub async fn agent_card(State(svc): State<A2aService>, uri: Uri, headers: HeaderMap) -> Response {
+    let doc = svc.agent_card();
+    if uri.path() == LEGACY_WELL_KNOWN_PATH {
+        return public(&doc, Dialect::V03, &headers, false);
+    }
+    let shape = requested_shape(&headers, uri.query());
+    public(&doc, shape, &headers, true)
+}
+
+/// An upstream agent's card, rewritten to point at this gateway, in the requested shape; 404
+/// for an unknown agent or one whose card was never fetched.
 pub async fn upstream_agent_card(
     State(svc): State<A2aService>,
     Path(name): Path<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> Response {
     match svc.upstream_agent_card(&name) {
-        Some(doc) => conditional(
-            &doc,
-            &headers,
-            &format!("public, max-age={}", doc.max_age_secs),
-        ),
+        Some(doc) => {
+            let shape = requested_shape(&headers, uri.query());
+            public(&doc, shape, &headers, true)
+        }
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
 
-/// The card with `cache_control`, `ETag` and `Last-Modified`, or 304 when the request's
-/// validators match (RFC 9110 §13.2.2: `If-None-Match` when present, else
-/// `If-Modified-Since`).
-pub fn conditional(doc: &CardDocument, headers: &HeaderMap, cache_control: &str) -> Response {
-    let mut response = if not_modified(doc, headers) {
+fn public(doc: &CardDocument, shape: Dialect, headers: &HeaderMap, varies: bool) -> Response {
+    let cache = format!("public, max-age={}", doc.max_age_secs);
+    conditional(doc, shape, headers, &cache, varies)
+}
+
+/// The card in `shape` with `cache_control`, `ETag` (each shape has its own) and
+/// `Last-Modified`, `Vary: A2A-Version` when `varies` (the shape was picked by that header), or
+/// 304 when the request's validators match (RFC 9110 §13.2.2: `If-None-Match` when present,
+/// else `If-Modified-Since`).
+pub fn conditional(
+    doc: &CardDocument,
+    shape: Dialect,
+    headers: &HeaderMap,
+    cache_control: &str,
+    varies: bool,
+) -> Response {
+    let served = doc.shape(shape);
+    let mut response = if not_modified(&served.etag, doc.last_modified, headers) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
@@ -55,14 +83,14 @@ pub fn conditional(doc: &CardDocument, headers: &HeaderMap, cache_control: &str)
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
             )],
-            doc.json.clone(),
+            served.json.clone(),
         )
             .into_response()
     };
     let h = response.headers_mut();
     h.insert(
         header::ETAG,
-        HeaderValue::from_str(&doc.etag).expect("the etag is hex in quotes"),
+        HeaderValue::from_str(&served.etag).expect("the etag is hex in quotes"),
     );
     h.insert(
         header::LAST_MODIFIED,
@@ -71,11 +99,17 @@ pub fn conditional(doc: &CardDocument, headers: &HeaderMap, cache_control: &str)
     if let Ok(v) = HeaderValue::from_str(cache_control) {
         h.insert(header::CACHE_CONTROL, v);
     }
+    if varies {
+        h.append(header::VARY, HeaderValue::from_static(VARY_VERSION));
+    }
     response
 }
 
-fn not_modified(doc: &CardDocument, headers: &HeaderMap) -> bool {
-    if let Some(matched) = if_none_match(headers, &doc.etag) {
+/// The request header a card's shape depends on.
+const VARY_VERSION: &str = "A2A-Version";
+
+fn not_modified(etag: &str, last_modified: DateTime<Utc>, headers: &HeaderMap) -> bool {
+    if let Some(matched) = if_none_match(headers, etag) {
         // If-Modified-Since is then ignored.
         return matched;
     }
@@ -84,7 +118,7 @@ fn not_modified(doc: &CardDocument, headers: &HeaderMap) -> bool {
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
         .and_then(parse_http_date)
-        .is_some_and(|since| doc.last_modified <= since)
+        .is_some_and(|since| last_modified <= since)
 }
 
 /// Whether the request's `If-None-Match` names `etag` (weak comparison, as If-None-Match

@@ -126,8 +126,9 @@ pub async fn dispatch(
             let doc = svc
                 .extended_agent_card(ctx, GetExtendedAgentCardRequest::default())
                 .await?;
-            // The combined card as it is served (0.3 and 1.0 fields), not re-encoded.
-            let card: Value = serde_json::from_slice(&doc.json)
+            // The combined card as it is served (0.3 and 1.0 fields, signed as such), not
+            // re-encoded.
+            let card: Value = serde_json::from_slice(&doc.v03.json)
                 .map_err(|e| A2aError::Internal(format!("the extended card: {e}")))?;
             json(id, &card)
         }

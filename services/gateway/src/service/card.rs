@@ -1,11 +1,11 @@
 //! The agent cards: the public card at `/.well-known/agent-card.json` and the extended card of
 //! GetExtendedAgentCard, built once at start from the configuration and the agents.
 
-use a2a_types::A2aError;
 use a2a_types::v1::{
     AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentProvider, AgentSkill,
     GetExtendedAgentCardRequest,
 };
+use a2a_types::{A2aError, Dialect};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -49,22 +49,42 @@ fn interfaces(public_url: &str, tenant: &str) -> Vec<AgentInterface> {
 /// the 0.3 service `a2a.v1.A2AService` on the same port).
 const BINDINGS_03: &[&str] = &["JSONRPC", "HTTP+JSON", "GRPC"];
 
-/// The JSON every card is served as (well-known paths, per-agent cards, the extended card of
-/// either dialect): the 1.0 card with the 0.3 fields merged in (`url`, `preferredTransport`,
-/// `additionalInterfaces`, `protocolVersion`, OpenAPI-style schemes, `security`), so that 0.3
-/// and 1.0 clients read one document; see `a2a_types::v03::card`. Anything that changes the
-/// served bytes (a signature) applies to what this returns.
-fn served_json(card: &AgentCard) -> serde_json::Value {
+/// The 0.3-readable JSON of a card (the legacy well-known path, requests without `A2A-Version`
+/// or with `0.3`, the 0.3 extended-card methods): the 1.0 card with the 0.3 fields merged in
+/// (`url`, `preferredTransport`, `additionalInterfaces`, `protocolVersion`,
+/// `supportsAuthenticatedExtendedCard`, OpenAPI-style schemes, `security`), so that 0.3 clients
+/// and 1.0 clients that fetch the card without the header both read it; see
+/// `a2a_types::v03::card`. 1.0 clients that send `A2A-Version: 1.x` get the strict 1.0 card.
+fn combined_json(card: &AgentCard) -> serde_json::Value {
     a2a_types::v03::card::combined(card, BINDINGS_03)
 }
 
-/// A card serialised once, with the validators HTTP caching needs.
+/// One served form of a card: its bytes (signed over exactly these members) and their strong
+/// validator.
 #[derive(Debug, Clone)]
-pub struct CardDocument {
-    pub card: AgentCard,
+pub struct CardShape {
     pub json: Bytes,
     /// Strong validator: a hash of `json`, quoted.
     pub etag: String,
+}
+
+impl CardShape {
+    fn new(json: Bytes) -> Self {
+        let etag = strong_etag(&json);
+        Self { json, etag }
+    }
+}
+
+/// A card serialised once in both shapes, with the validators HTTP caching needs.
+#[derive(Debug, Clone)]
+pub struct CardDocument {
+    /// The card, carrying the signature of its own ProtoJSON form (what gRPC returns).
+    pub card: AgentCard,
+    /// The strict 1.0 card (ProtoJSON of `card`, signature included): no member the 1.0
+    /// schema lacks. What 1.0 clients get (`A2A-Version: 1.x`, the 1.0 extended-card methods).
+    pub v1: CardShape,
+    /// The combined card (1.0 members and the 0.3 ones), signed over its own JCS form.
+    pub v03: CardShape,
     /// When this card's content last changed (in this process: when it was first built, or
     /// rebuilt differently), in whole seconds as `Last-Modified` carries it.
     pub last_modified: DateTime<Utc>,
@@ -80,30 +100,39 @@ impl CardDocument {
         previous: Option<&CardDocument>,
     ) -> Self {
         let mut doc = Self::at(card, signer, max_age_secs, Utc::now());
-        if let Some(p) = previous.filter(|p| p.etag == doc.etag) {
+        if let Some(p) = previous.filter(|p| p.v1.etag == doc.v1.etag && p.v03.etag == doc.v03.etag)
+        {
             doc.last_modified = p.last_modified;
         }
         doc
     }
 
     /// Every card the gateway serves (root, per agent, extended; on every binding) is built
-    /// here, and signed here, last: the signatures cover exactly what is served.
+    /// here, and signed here, last: the signatures cover exactly what is served, each shape
+    /// over its own canonical form.
     fn at(
         card: AgentCard,
         signer: Option<&CardSigner>,
         max_age_secs: u64,
         now: DateTime<Utc>,
     ) -> Self {
-        // What the HTTP paths serve (the combined 0.3 + 1.0 card), signed as served.
-        let served = served_json(&card);
-        let (card, json) = crate::signing::signed(card, served, signer);
-        let etag = strong_etag(&json);
+        let combined = combined_json(&card);
+        let (card, combined) = crate::signing::signed(card, combined, signer);
+        let v1 = serde_json::to_vec(&card).expect("an AgentCard serialises");
         Self {
             card,
-            json,
-            etag,
+            v1: CardShape::new(Bytes::from(v1)),
+            v03: CardShape::new(combined),
             last_modified: now.with_nanosecond(0).unwrap_or(now),
             max_age_secs,
+        }
+    }
+
+    /// The shape a client of `dialect` reads.
+    pub fn shape(&self, dialect: Dialect) -> &CardShape {
+        match dialect {
+            Dialect::V1 => &self.v1,
+            Dialect::V03 => &self.v03,
         }
     }
 }
@@ -117,7 +146,7 @@ pub(crate) fn strong_etag(body: &[u8]) -> String {
 
 pub(crate) struct Cards {
     public: Arc<CardDocument>,
-    /// `Some` when `[extended_card]` is configured.
+    /// `Some` when `[extended_card]` and `[auth]` are configured.
     extended: Option<Arc<CardDocument>>,
     /// Per upstream agent: its card rewritten to point at this gateway (tenant = its name),
     /// served at `/agents/{name}/.well-known/agent-card.json`.
@@ -231,7 +260,12 @@ impl Cards {
                     .chain(push_signature_extension(config, public_url))
                     .chain(std::iter::once(idempotency_extension()))
                     .collect(),
-                extended_agent_card: Some(c.extended_agent_card || config.extended_card.is_some()),
+                // Only for callers who proved who they are: without `[auth]` there are none,
+                // so no extended card is declared (or served), whatever `[card]` and
+                // `[extended_card]` say.
+                extended_agent_card: Some(
+                    auth.is_some() && (c.extended_agent_card || config.extended_card.is_some()),
+                ),
             }),
             security_schemes,
             security_requirements,
@@ -241,7 +275,16 @@ impl Cards {
             signatures: Vec::new(),
             icon_url: c.icon_url.clone(),
         };
-        let extended = config.extended_card.as_ref().map(|x| {
+        if auth.is_none()
+            && previous.is_none()
+            && (c.extended_agent_card || config.extended_card.is_some())
+        {
+            tracing::warn!(
+                "an extended agent card is configured but [auth] is not: without authenticated \
+                 callers it is neither declared nor served"
+            );
+        }
+        let extended = auth.and(config.extended_card.as_ref()).map(|x| {
             let mut card = card.clone();
             if let Some(d) = &x.description {
                 card.description = d.clone();
@@ -340,10 +383,18 @@ impl A2aService {
             .and_then(|c| c.extended_agent_card)
             .unwrap_or(false);
         if !declared {
-            return Err(A2aError::UnsupportedOperation(
-                "this agent has no extended agent card (capabilities.extendedAgentCard is false)"
-                    .into(),
-            ));
+            return Err(match ctx.dialect {
+                // 1.0 (spec §7.5): the capability is false, so the operation is unsupported.
+                Dialect::V1 => A2aError::UnsupportedOperation(
+                    "this agent has no extended agent card (capabilities.extendedAgentCard is \
+                     false)"
+                        .into(),
+                ),
+                // 0.3 has one error for it, AuthenticatedExtendedCardNotConfigured (-32007),
+                // which 0.3 servers answer when the card does not declare
+                // supportsAuthenticatedExtendedCard.
+                Dialect::V03 => A2aError::ExtendedAgentCardNotConfigured,
+            });
         }
         self.cards()
             .extended

@@ -226,11 +226,41 @@ async fn jsonrpc_0_3_errors() {
         err03(&gw, "message/send", json!({"message": m})).await["code"],
         -32004
     );
-    // No extended card configured: unsupported (capability false).
+    // No extended card: 0.3's one error for it, AuthenticatedExtendedCardNotConfigured
+    // (a2a-python 0.3 answers it when supportsAuthenticatedExtendedCard is false).
     assert_eq!(
         err03(&gw, "agent/getAuthenticatedExtendedCard", Value::Null).await["code"],
-        -32004
+        -32007
     );
+    // An unknown slash-shaped method is not found (-32601), whatever the version header and
+    // the params; a malformed method is an invalid request (-32600).
+    for version in [None, Some("0.3"), Some("1.0")] {
+        for params in [json!({}), Value::Null, json!([])] {
+            let r = call(&gw, version, "invalid/nonexistent/method", params.clone()).await;
+            assert_eq!(r["error"]["code"], -32601, "{version:?} {params}: {r}");
+        }
+    }
+    for method in [
+        json!(3),
+        json!(""),
+        json!(null),
+        json!(["tasks/get"]),
+        json!({}),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": method});
+        let r: Value = gw
+            .client
+            .post(gw.url("/a2a/jsonrpc"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["error"]["code"], -32600, "method {method}: {r}");
+        assert_eq!(r["id"], 7, "{r}");
+    }
 }
 
 #[tokio::test]
@@ -322,7 +352,11 @@ async fn push_is_refused_in_0_3_where_it_is_off() {
 
 #[tokio::test]
 async fn one_card_for_both_generations() {
-    let gw = TestGateway::with_config("[extended_card]\ndescription = \"more\"\n").await;
+    let gw = TestGateway::with_config(&format!(
+        "{}[extended_card]\ndescription = \"more\"\n",
+        crate::errors::KEY_AUTH
+    ))
+    .await;
     let card = gw.card().await;
     let base = format!("http://{}", gw.addr);
     assert_eq!(card["protocolVersion"], "0.3.0");
@@ -348,10 +382,144 @@ async fn one_card_for_both_generations() {
         .unwrap();
     assert_eq!(legacy.status(), 200);
     assert_eq!(legacy.json::<Value>().await.unwrap(), card);
-    // The extended card over 0.3 is the combined card too.
-    let ext = ok03(&gw, "agent/getAuthenticatedExtendedCard", Value::Null).await;
+    // The extended card over 0.3 is the combined card too, for a caller with credentials.
+    let anonymous = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401);
+    let e: Value = anonymous.json().await.unwrap();
+    assert_eq!(e["error"]["code"], -31401, "{e}");
+    let ext: Value = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("x-api-key", "the-key")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ext = &ext["result"];
     assert_eq!(ext["description"], "more");
     assert_eq!(ext["url"], card["url"]);
+    assert_eq!(ext["protocolVersion"], "0.3.0");
+}
+
+/// A 1.0 client (`A2A-Version: 1.x`) gets the strict 1.0 card; a request without the header
+/// (0.3 by the spec's default), with `0.3`, or at the 0.2 path gets the combined card. Each
+/// shape has its own ETag, both say `Vary: A2A-Version`, and a conditional request is answered
+/// against the shape asked for.
+#[tokio::test]
+async fn the_card_shape_follows_a2a_version() {
+    let gw = TestGateway::start().await;
+    let get = |path: &'static str, version: Option<&'static str>, etag: Option<String>| {
+        let mut req = gw.client.get(gw.url(path));
+        if let Some(v) = version {
+            req = req.header("a2a-version", v);
+        }
+        if let Some(e) = etag {
+            req = req.header("if-none-match", e);
+        }
+        req.send()
+    };
+    let strict = get("/.well-known/agent-card.json", Some("1.0"), None)
+        .await
+        .unwrap();
+    assert_eq!(strict.headers()["vary"], "A2A-Version");
+    let strict_etag = strict.headers()["etag"].to_str().unwrap().to_owned();
+    let strict: Value = strict.json().await.unwrap();
+    let combined = get("/.well-known/agent-card.json", None, None)
+        .await
+        .unwrap();
+    assert_eq!(combined.headers()["vary"], "A2A-Version");
+    let combined_etag = combined.headers()["etag"].to_str().unwrap().to_owned();
+    let combined: Value = combined.json().await.unwrap();
+    assert_ne!(strict_etag, combined_etag);
+    for member in [
+        "url",
+        "preferredTransport",
+        "additionalInterfaces",
+        "protocolVersion",
+        "supportsAuthenticatedExtendedCard",
+    ] {
+        assert!(strict.get(member).is_none(), "{member} in the 1.0 card");
+        assert!(combined.get(member).is_some(), "{member} in the 0.3 card");
+    }
+    // Without [auth], no extended card is declared to either generation.
+    assert_eq!(strict["capabilities"]["extendedAgentCard"], false);
+    assert_eq!(combined["supportsAuthenticatedExtendedCard"], false);
+    // The 1.0 members are the same card.
+    for (key, value) in strict.as_object().unwrap() {
+        if key != "signatures" {
+            assert_eq!(&combined[key], value, "{key}");
+        }
+    }
+    for version in ["1", "1.0.1", "1.9"] {
+        let r = get("/.well-known/agent-card.json", Some(version), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["etag"].to_str().unwrap(),
+            strict_etag,
+            "{version}"
+        );
+    }
+    for version in ["0.3", "0.3.0", "", "9.9"] {
+        let r = get("/.well-known/agent-card.json", Some(version), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["etag"].to_str().unwrap(),
+            combined_etag,
+            "{version:?}"
+        );
+    }
+    // The 0.2 path: always the combined card (nothing to vary on).
+    let legacy = get("/.well-known/agent.json", Some("1.0"), None)
+        .await
+        .unwrap();
+    assert!(legacy.headers().get("vary").is_none());
+    assert_eq!(legacy.headers()["etag"].to_str().unwrap(), combined_etag);
+    // Revalidation is per shape: one shape's ETag does not validate the other.
+    let r = get(
+        "/.well-known/agent-card.json",
+        Some("1.0"),
+        Some(strict_etag.clone()),
+    );
+    assert_eq!(r.await.unwrap().status(), 304);
+    let r = get(
+        "/.well-known/agent-card.json",
+        None,
+        Some(strict_etag.clone()),
+    );
+    assert_eq!(r.await.unwrap().status(), 200);
+    let r = get(
+        "/.well-known/agent-card.json",
+        None,
+        Some(combined_etag.clone()),
+    );
+    assert_eq!(r.await.unwrap().status(), 304);
+}
+
+/// `[extended_card]` without `[auth]`: no caller is authenticated, so the card does not declare
+/// it and the 0.3 method (and `/v1/card`) refuse a caller with no credentials.
+#[tokio::test]
+async fn no_extended_card_without_auth_in_0_3() {
+    let gw = TestGateway::with_config("[extended_card]\ndescription = \"more\"\n").await;
+    assert_eq!(gw.card().await["supportsAuthenticatedExtendedCard"], false);
+    let e = err03(&gw, "agent/getAuthenticatedExtendedCard", Value::Null).await;
+    assert_eq!(e["code"], -32007, "{e}");
+    assert_eq!(
+        e["data"]["reason"], "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        "{e}"
+    );
+    let (status, body) = rest03(&gw, Method::GET, "/v1/card", None).await;
+    assert_eq!(status, 400, "{body}");
 }
 
 #[tokio::test]
@@ -634,10 +802,39 @@ async fn rest_0_3_paths() {
 
 #[tokio::test]
 async fn rest_v1_paths_are_1_0_under_a_1_0_header() {
-    let gw = TestGateway::with_config("[extended_card]\ndescription = \"more\"\n").await;
-    let (status, card) = rest03(&gw, Method::GET, "/v1/card", None).await;
-    assert_eq!(status, 200);
-    assert_eq!(card["description"], "more");
+    let keyed = TestGateway::with_config(&format!(
+        "{}[extended_card]\ndescription = \"more\"\n",
+        crate::errors::KEY_AUTH
+    ))
+    .await;
+    let card = |version: Option<&'static str>, path: &'static str| {
+        let mut req = keyed
+            .client
+            .get(keyed.url(path))
+            .header("x-api-key", "the-key");
+        if let Some(v) = version {
+            req = req.header("a2a-version", v);
+        }
+        req.send()
+    };
+    let r = card(None, "/a2a/rest/v1/card").await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v03: Value = r.json().await.unwrap();
+    assert_eq!(v03["description"], "more");
+    assert_eq!(
+        v03["protocolVersion"], "0.3.0",
+        "the 0.3 card on the 0.3 path"
+    );
+    // Read as 1.0, `/v1/extendedAgentCard` is tenant `v1`'s extended card: the 1.0 card.
+    let r = card(Some("1.0"), "/a2a/rest/v1/extendedAgentCard")
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v1: Value = r.json().await.unwrap();
+    assert_eq!(v1["description"], "more");
+    assert!(v1.get("protocolVersion").is_none(), "{v1}");
+
+    let gw = TestGateway::start().await;
     // With `A2A-Version: 1.0` the same path is tenant `v1` of the 1.0 binding.
     let send = |version: &'static str| {
         gw.client

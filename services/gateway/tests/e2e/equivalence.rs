@@ -291,7 +291,9 @@ macro_rules! table {
     ($($name:ident ($config:expr);)*) => {
         mod cases {
             #[allow(unused_imports)]
-            use super::{EXTENDED_CARD, REQUIRED_EXTENSION};
+            use super::{
+                EXTENDED_CARD, EXTENDED_CARD_DECLARED, EXTENDED_CARD_NO_AUTH, REQUIRED_EXTENSION,
+            };
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
@@ -418,7 +420,11 @@ fn err_of<T: std::fmt::Debug>(r: &Result<T, ClientError>) -> &A2aError {
     }
 }
 
+/// An extended card for callers with the API key `the-key` (header `X-API-Key`).
 const EXTENDED_CARD: &str = r#"
+[auth.schemes.key]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "k", key = "the-key" }]
 [extended_card]
 description = "the extended card"
 [[extended_card.skills]]
@@ -426,6 +432,22 @@ id = "private"
 name = "Private"
 description = "only in the extended card"
 tags = ["private"]
+"#;
+
+/// The same extended card without `[auth]`: no caller is authenticated, so it is neither
+/// declared nor served.
+const EXTENDED_CARD_NO_AUTH: &str = r#"
+[extended_card]
+description = "the extended card"
+"#;
+
+/// The capability declared (to callers with the key), no card configured.
+const EXTENDED_CARD_DECLARED: &str = r#"
+[auth.schemes.key]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "k", key = "the-key" }]
+[card]
+extended_agent_card = true
 "#;
 
 const REQUIRED_EXTENSION: &str = r#"
@@ -479,7 +501,8 @@ table! {
     error_invalid_params_name_the_field("");
     error_content_type_not_supported("");
     error_extended_card_unsupported("");
-    error_extended_card_not_configured("[card]\nextended_agent_card = true");
+    error_extended_card_without_auth(EXTENDED_CARD_NO_AUTH);
+    error_extended_card_not_configured(EXTENDED_CARD_DECLARED);
     extended_card_configured(EXTENDED_CARD);
     error_extension_required(REQUIRED_EXTENSION);
     error_push_not_supported("[card]\npush_notifications = false");

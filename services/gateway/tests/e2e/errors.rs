@@ -372,16 +372,54 @@ async fn oversized_bodies_are_refused_clearly() {
     assert!(r["error"]["message"].as_str().unwrap().contains("4096"));
 }
 
+/// An API key scheme (`X-API-Key: the-key`).
+pub const KEY_AUTH: &str = r#"
+[auth.schemes.key]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key" } }
+keys = [{ id = "k", key = "the-key" }]
+"#;
+
+/// A JSON-RPC 1.0 call without params, with the key of [`KEY_AUTH`].
+async fn keyed_rpc(gw: &TestGateway, method: &str) -> Value {
+    gw.client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("a2a-version", "1.0")
+        .header("x-api-key", "the-key")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn keyed_err_code(gw: &TestGateway, method: &str) -> i64 {
+    let r = keyed_rpc(gw, method).await;
+    r["error"]["code"].as_i64().unwrap_or_else(|| panic!("{r}"))
+}
+
 #[tokio::test]
 async fn extended_card_gating() {
     let gw = TestGateway::start().await;
     assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32004);
 
-    let gw = TestGateway::with_config("[card]\nextended_agent_card = true").await;
-    assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32007);
+    // Declared (to callers who authenticate) but not configured.
+    let gw =
+        TestGateway::with_config(&format!("{KEY_AUTH}[card]\nextended_agent_card = true")).await;
+    assert_eq!(keyed_err_code(&gw, "GetExtendedAgentCard").await, -32007);
 
-    let gw = TestGateway::with_config(
-        r#"
+    // Configured, but without [auth] there is no authenticated caller: neither declared nor
+    // served (the 1.0 answer to a capability that is false, UnsupportedOperation).
+    let gw = TestGateway::with_config("[card]\nextended_agent_card = true").await;
+    assert_eq!(gw.card().await["capabilities"]["extendedAgentCard"], false);
+    assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32004);
+    let gw = TestGateway::with_config("[extended_card]\ndescription = \"x\"").await;
+    assert_eq!(gw.card().await["capabilities"]["extendedAgentCard"], false);
+    assert_eq!(gw.err_code("GetExtendedAgentCard", json!({})).await, -32004);
+
+    let gw = TestGateway::with_config(&format!(
+        r#"{KEY_AUTH}
         [extended_card]
         description = "the extended card"
         [[extended_card.skills]]
@@ -389,10 +427,17 @@ async fn extended_card_gating() {
         name = "Private"
         description = "only in the extended card"
         tags = ["private"]
-        "#,
-    )
+        "#
+    ))
     .await;
-    let card = gw.ok("GetExtendedAgentCard", Value::Null).await;
+    assert_eq!(gw.card().await["capabilities"]["extendedAgentCard"], true);
+    let anonymous = gw
+        .post_raw(json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}).to_string())
+        .await;
+    assert_eq!(anonymous.status(), 401);
+    let anonymous: Value = anonymous.json().await.unwrap();
+    assert_eq!(anonymous["error"]["code"], -31401, "{anonymous}");
+    let card = keyed_rpc(&gw, "GetExtendedAgentCard").await["result"].clone();
     assert_eq!(card["description"], "the extended card");
     assert!(
         card["skills"]

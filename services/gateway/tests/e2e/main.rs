@@ -7,6 +7,7 @@ mod issuer;
 mod auth;
 mod binary;
 mod card;
+mod card_schema;
 mod catalogue;
 mod dialect03;
 mod equivalence;

@@ -474,18 +474,43 @@ async fn extended_agent_card() {
     let r = call(&gw, Method::GET, "/extendedAgentCard", None).await;
     status_error(&r, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
 
-    let gw = TestGateway::with_config("[card]\nextended_agent_card = true").await;
-    let r = call(&gw, Method::GET, "/extendedAgentCard", None).await;
-    status_error(
-        &r,
-        400,
-        "FAILED_PRECONDITION",
-        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+    let auth = crate::errors::KEY_AUTH;
+    let keyed = |gw: &TestGateway, path: &str| {
+        gw.client
+            .get(gw.url(&format!("/a2a/rest{path}")))
+            .header("a2a-version", "1.0")
+            .header("x-api-key", "the-key")
+            .send()
+    };
+    let gw = TestGateway::with_config(&format!("{auth}[card]\nextended_agent_card = true")).await;
+    let r = keyed(&gw, "/extendedAgentCard").await.unwrap();
+    assert_eq!(r.status(), 400);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["details"][0]["reason"],
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     );
 
+    // Without [auth], a configured extended card is not served.
     let gw = TestGateway::with_config("[extended_card]\ndescription = \"the extended card\"").await;
+    let r = call(&gw, Method::GET, "/extendedAgentCard", None).await;
+    status_error(&r, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION");
+
+    let gw = TestGateway::with_config(&format!(
+        "{auth}[extended_card]\ndescription = \"the extended card\""
+    ))
+    .await;
+    let r = call(&gw, Method::GET, "/extendedAgentCard", None).await;
+    assert_eq!(r.status, 401, "{}", r.body);
     for path in ["/extendedAgentCard", "/scenario/extendedAgentCard"] {
-        let card = ok(&gw, Method::GET, path, None).await;
+        let r = keyed(&gw, path).await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        assert_eq!(r.headers()["vary"], "A2A-Version");
+        let card: serde_json::Value = r.json().await.unwrap();
         assert_eq!(card["description"], "the extended card");
+        assert!(
+            card.get("protocolVersion").is_none(),
+            "the 1.0 card: {card}"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! Signed agent cards: every card the gateway serves (root, per agent, extended; over the
-//! well-known paths and GetExtendedAgentCard on JSON-RPC, HTTP+JSON and gRPC) verifies with an
+//! well-known paths and GetExtendedAgentCard on JSON-RPC, HTTP+JSON and gRPC; in both shapes,
+//! the strict 1.0 card and the combined 0.3 one) verifies with an
 //! independent JOSE implementation (`interop/python/verify_card.py`: jwcrypto over the
 //! `rfc8785` package's canonical form, keys from the JWKS the `jku` names); a tampered card does
 //! not; old signatures keep verifying while their key is published; and toward upstreams,
@@ -124,13 +125,16 @@ fn run_verifier(card: &Value, trusted: &str, jwks: Option<&str>) -> Result<Strin
 }
 
 async fn get_json(gw: &TestGateway, path: &str) -> Value {
-    let resp = gw
-        .client
-        .get(gw.url(path))
-        .header("a2a-version", "1.0")
-        .send()
-        .await
-        .unwrap();
+    get_as(gw, path, Some("1.0")).await
+}
+
+/// `path` with `A2A-Version: version` (none: no header), and the key of `KEY_AUTH`.
+async fn get_as(gw: &TestGateway, path: &str, version: Option<&str>) -> Value {
+    let mut req = gw.client.get(gw.url(path)).header("x-api-key", "the-key");
+    if let Some(v) = version {
+        req = req.header("a2a-version", v);
+    }
+    let resp = req.send().await.unwrap();
     assert_eq!(resp.status(), 200, "GET {path}");
     resp.json().await.unwrap()
 }
@@ -158,7 +162,8 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
     let key = keys.signing("card-key");
     let up = upstream("").await;
     let gw = TestGateway::with_config(&format!(
-        "{}{}[extended_card]\ndescription = \"more\"\n",
+        "{}{}{}[extended_card]\ndescription = \"more\"\n",
+        crate::errors::KEY_AUTH,
         Keys::config(&[("card-key", &key)]),
         agent("up", &up.url(""), ""),
     ))
@@ -170,9 +175,36 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
         signer_of(&root),
         ("card-key".into(), gw.url("/.well-known/jwks.json"))
     );
+    let root03 = get_as(&gw, "/.well-known/agent-card.json", None).await;
     let per_agent = get_json(&gw, "/agents/up/.well-known/agent-card.json").await;
+    let per_agent03 = get_as(&gw, "/agents/up/.well-known/agent-card.json", None).await;
     let rest = get_json(&gw, "/a2a/rest/extendedAgentCard").await;
-    let rpc = gw.ok("GetExtendedAgentCard", json!({})).await;
+    let rest03 = get_as(&gw, "/a2a/rest/v1/card", None).await;
+    let rpc: Value = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("a2a-version", "1.0")
+        .header("x-api-key", "the-key")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rpc = rpc["result"].clone();
+    let rpc03: Value = gw
+        .client
+        .post(gw.url("/a2a/jsonrpc"))
+        .header("x-api-key", "the-key")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rpc03 = rpc03["result"].clone();
     let channel = tonic::transport::Channel::from_shared(format!("http://{}", gw.addr))
         .unwrap()
         .connect()
@@ -183,6 +215,9 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
     request
         .metadata_mut()
         .insert("a2a-version", "1.0".parse().unwrap());
+    request
+        .metadata_mut()
+        .insert("x-api-key", "the-key".parse().unwrap());
     let grpc_card = grpc
         .get_extended_agent_card(request)
         .await
@@ -193,9 +228,13 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
 
     for (what, card) in [
         ("root", &root),
+        ("root, 0.3 shape", &root03),
         ("per agent", &per_agent),
+        ("per agent, 0.3 shape", &per_agent03),
         ("extended over HTTP+JSON", &rest),
+        ("extended over HTTP+JSON 0.3 (/v1/card)", &rest03),
         ("extended over JSON-RPC", &rpc),
+        ("extended over JSON-RPC 0.3", &rpc03),
         ("extended over gRPC", &grpc),
     ] {
         assert_eq!(
@@ -212,19 +251,27 @@ async fn every_card_served_verifies_with_an_independent_jose_library() {
             "the tampered {what} card: {refused}"
         );
     }
-    // JSON-RPC and gRPC carry one card (its 1.0 form), one signature. HTTP+JSON serves the
-    // document of the well-known path (the 1.0 card with the 0.3 members beside it, signed as
-    // such), so its 1.0 members are that card's.
+    // Each shape is signed over its own canonical form: the 1.0 card (every 1.0 binding
+    // returns the same one, one signature) and the combined card (the 0.3 paths and methods),
+    // whose 1.0 members are that card's.
     assert_eq!(rpc, grpc);
+    assert_eq!(rest, rpc);
+    assert_eq!(rest03, rpc03);
+    assert_ne!(rest["signatures"], rest03["signatures"]);
+    assert_ne!(root["signatures"], root03["signatures"]);
     for (key, value) in rpc.as_object().unwrap() {
-        if key != "signatures" {
-            assert_eq!(
-                &rest[key], value,
-                "the extended card's {key} over HTTP+JSON"
-            );
+        match key.as_str() {
+            "signatures" => {}
+            // The 0.3 card adds the OpenAPI members (`type`, `in`) beside each 1.0 scheme.
+            "securitySchemes" => assert_eq!(
+                rest03[key]["key"]["apiKeySecurityScheme"],
+                value["key"]["apiKeySecurityScheme"]
+            ),
+            _ => assert_eq!(&rest03[key], value, "the extended card's {key} over 0.3"),
         }
     }
-    assert_eq!(rest["protocolVersion"], "0.3.0");
+    assert_eq!(rest03["protocolVersion"], "0.3.0");
+    assert!(rest.get("protocolVersion").is_none());
     // Served twice, the same bytes (the signature is cached, not made per request).
     assert_eq!(get_json(&gw, "/.well-known/agent-card.json").await, root);
     // A skill added to the per-agent card is a change the signature catches too.

@@ -192,7 +192,10 @@ async fn handle(
         Ok(Reply::Card(doc)) => {
             call.ok();
             let cache = format!("private, max-age={}", doc.max_age_secs);
-            let mut response = super::card::conditional(&doc, &headers, &cache);
+            // The 1.0 path serves the strict 1.0 card, `/v1/card` the 0.3 (combined) one;
+            // which path reads as which depends on `A2A-Version`.
+            let shape = admitted.ctx.dialect;
+            let mut response = super::card::conditional(&doc, shape, &headers, &cache, true);
             if response.status() == StatusCode::OK && accepts_a2a_json(&headers) {
                 response
                     .headers_mut()

@@ -303,9 +303,30 @@ pub(super) async fn error_extended_card_unsupported(env: &Env, t: &mut Trace) {
     t.res("GetExtendedAgentCard", &r);
 }
 
+/// `[extended_card]` without `[auth]`: the card does not declare it, and asking for it is an
+/// unsupported operation (as for an agent without one), on every binding.
+pub(super) async fn error_extended_card_without_auth(env: &Env, t: &mut Trace) {
+    let card = env.gw.card().await;
+    assert_eq!(card["capabilities"]["extendedAgentCard"], false);
+    assert_eq!(card["supportsAuthenticatedExtendedCard"], false);
+    let r = env
+        .client()
+        .with_header("x-api-key", "the-key")
+        .unwrap()
+        .get_extended_agent_card(GetExtendedAgentCardRequest::default())
+        .await;
+    assert!(
+        matches!(err_of(&r), A2aError::UnsupportedOperation(_)),
+        "{r:?}"
+    );
+    t.res("GetExtendedAgentCard", &r);
+}
+
 pub(super) async fn error_extended_card_not_configured(env: &Env, t: &mut Trace) {
     let r = env
         .client()
+        .with_header("x-api-key", "the-key")
+        .unwrap()
         .get_extended_agent_card(GetExtendedAgentCardRequest::default())
         .await;
     assert_eq!(err_of(&r), &A2aError::ExtendedAgentCardNotConfigured);
@@ -313,8 +334,17 @@ pub(super) async fn error_extended_card_not_configured(env: &Env, t: &mut Trace)
 }
 
 pub(super) async fn extended_card_configured(env: &Env, t: &mut Trace) {
+    // Without the key, refused (401 / UNAUTHENTICATED, in each binding's form).
+    let r = env
+        .client()
+        .get_extended_agent_card(GetExtendedAgentCardRequest::default())
+        .await;
+    assert!(matches!(err_of(&r), A2aError::Unauthenticated(_)), "{r:?}");
+    t.res("GetExtendedAgentCard without credentials", &r);
     let card = env
         .client()
+        .with_header("x-api-key", "the-key")
+        .unwrap()
         .get_extended_agent_card(GetExtendedAgentCardRequest::default())
         .await
         .unwrap();
