@@ -17,7 +17,15 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotFoundError
 
 from issuer import CLIENT_ID, CLIENT_SECRET
-from test_sdk_interop import async_test, kind, sdk_client, send_once, send_request, text_message
+from test_sdk_interop import (
+    Wire,
+    async_test,
+    kind,
+    sdk_client,
+    send_once,
+    send_request,
+    text_message,
+)
 
 
 async def client_credentials_token(issuer_url, *, scope, subject):
@@ -103,3 +111,40 @@ async def test_another_principal_cannot_see_the_task(auth_url, issuer_url, bindi
             await client.get_task(pb.GetTaskRequest(id=task.id), context=mallory_ctx)
         listed = await client.list_tasks(pb.ListTasksRequest(), context=mallory_ctx)
         assert task.id not in [t.id for t in listed.tasks]
+
+
+@async_test
+async def test_extended_agent_card(auth_url, issuer_url, binding):
+    """The authenticated gateway declares an extended card; the SDK fetches it with its token."""
+    interceptor, context = await session(issuer_url)
+    wire = Wire()
+    async with sdk_client(
+        auth_url, binding, streaming=False, wire=wire, interceptors=[interceptor]
+    ) as client:
+        assert client._card.capabilities.extended_agent_card
+        public_skills = {s.id for s in client._card.skills}
+        assert "interop-private" not in public_skills
+        card = await client.get_extended_agent_card(pb.GetExtendedAgentCardRequest(), context=context)
+    assert card.description == "interop: the extended card"
+    assert "interop-private" in {s.id for s in card.skills}
+    assert public_skills <= {s.id for s in card.skills}
+    # The SDK only calls the gateway when the card declares capabilities.extendedAgentCard;
+    # make sure it did, over the binding under test, with the token.
+    if binding == "GRPC":
+        [(method, md)] = wire.grpc
+        assert method == "/lf.a2a.v1.A2AService/GetExtendedAgentCard"
+        assert md.get("authorization", "").startswith("Bearer "), md
+    else:
+        [(method, path, headers)] = wire.http[1:]
+        want = ("POST", "/a2a/jsonrpc") if binding == "JSONRPC" else ("GET", "/a2a/rest/extendedAgentCard")
+        assert (method, path) == want
+        assert headers.get("authorization", "").startswith("Bearer "), headers
+
+
+@async_test
+async def test_the_extended_card_needs_a_token(auth_url, binding):
+    async with sdk_client(auth_url, binding, streaming=False) as client:
+        with pytest.raises(Exception) as refused:
+            await client.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
+    text = str(refused.value)
+    assert "401" in text or "UNAUTHENTICATED" in text or "credentials required" in text, text

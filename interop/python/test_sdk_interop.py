@@ -692,23 +692,29 @@ INTEROP_EXTENSION = "urn:a2a-gateway:interop"
 
 
 @async_test
-async def test_extended_agent_card(base_url, binding):
+async def test_no_extended_card_without_auth(base_url, binding):
+    """The open gateway has an [extended_card] but no [auth]: its card declares no extended card
+    (the 1.0 card a 1.x client reads has no 0.3 members either), so the SDK answers with the
+    public card and never asks; the gateway refuses a direct GetExtendedAgentCard."""
     wire = Wire()
     async with sdk_client(base_url, binding, streaming=False, wire=wire) as client:
-        public_skills = {s.id for s in client._card.skills}
-        assert "interop-private" not in public_skills
+        assert not client._card.capabilities.extended_agent_card
         card = await client.get_extended_agent_card(pb.GetExtendedAgentCardRequest())
-    assert card.description == "interop: the extended card"
-    assert "interop-private" in {s.id for s in card.skills}
-    assert public_skills <= {s.id for s in card.skills}
-    # The SDK only calls the gateway when the card declares capabilities.extendedAgentCard;
-    # make sure it did, over the binding under test.
-    if binding == "GRPC":
-        assert [m for m, _ in wire.grpc] == ["/lf.a2a.v1.A2AService/GetExtendedAgentCard"]
-    elif binding == "JSONRPC":
-        assert [(m, p) for m, p, _ in wire.http[1:]] == [("POST", "/a2a/jsonrpc")]
-    else:
-        assert [(m, p) for m, p, _ in wire.http[1:]] == [("GET", "/a2a/rest/extendedAgentCard")]
+    assert card.description != "interop: the extended card"
+    assert "interop-private" not in {s.id for s in card.skills}
+    assert wire.http[1:] == [] and wire.grpc == [], (wire.http, wire.grpc)
+    async with httpx.AsyncClient(timeout=10) as http:
+        headers = {"A2A-Version": "1.0"}
+        raw = (await http.get(f"{base_url}/.well-known/agent-card.json", headers=headers)).json()
+        assert "protocolVersion" not in raw and "url" not in raw, raw
+        if binding == "HTTP+JSON":
+            r = await http.get(f"{base_url}/a2a/rest/extendedAgentCard", headers=headers)
+            assert r.status_code == 400, r.text
+            assert r.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION", r.text
+        elif binding == "JSONRPC":
+            body = {"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"}
+            r = await http.post(f"{base_url}/a2a/jsonrpc", json=body, headers=headers)
+            assert r.json()["error"]["code"] == -32004, r.text
 
 
 @async_test

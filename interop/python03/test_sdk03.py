@@ -94,15 +94,21 @@ def script(s, task_id=None):
 class Session:
     """An SDK client of one binding, and the raw HTTP client it shares."""
 
-    def __init__(self, base_url, binding, *, streaming=False, polling=False):
+    def __init__(self, base_url, binding, *, streaming=False, polling=False, token=None):
         self.base_url = base_url
         self.binding = binding
-        self.http = httpx.AsyncClient(timeout=30)
+        # A bearer token travels as an HTTP header, and as gRPC metadata through the channel
+        # (the 0.3 SDK's gRPC transport takes no credentials of its own).
+        auth = {"authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.AsyncClient(timeout=30, headers=auth)
+        interceptors = [_GrpcBearer(token)] if token else None
         self.config = ClientConfig(
             streaming=streaming,
             polling=polling,
             httpx_client=self.http,
-            grpc_channel_factory=grpc.aio.insecure_channel,
+            grpc_channel_factory=lambda target: grpc.aio.insecure_channel(
+                target, interceptors=interceptors
+            ),
             supported_transports=[binding],
             use_client_preference=True,
         )
@@ -137,6 +143,36 @@ class Session:
         return out
 
 
+class _GrpcBearer(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds `authorization: Bearer <token>` to every unary call."""
+
+    def __init__(self, token):
+        self.token = token
+
+    async def intercept_unary_unary(self, continuation, client_call_details, request):
+        metadata = list(client_call_details.metadata or [])
+        metadata.append(("authorization", f"Bearer {self.token}"))
+        details = client_call_details._replace(metadata=grpc.aio.Metadata(*metadata))
+        return await continuation(details, request)
+
+
+# The client of the interop issuer (interop/python/issuer.py).
+ISSUER_CLIENT = ("interop", "interop-secret")
+
+
+async def issuer_token(issuer_url, scope="a2a:write"):
+    """An access token from the interop issuer (OAuth2 client credentials)."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        discovery = (await http.get(f"{issuer_url}/.well-known/openid-configuration")).json()
+        resp = await http.post(
+            discovery["token_endpoint"],
+            auth=ISSUER_CLIENT,
+            data={"grant_type": "client_credentials", "scope": scope, "subject": "interop03"},
+        )
+        resp.raise_for_status()
+        return resp.json()["access_token"]
+
+
 def error_code(exc):
     """The binding's error code: JSON-RPC's code, HTTP+JSON's status or gRPC's status name."""
     if isinstance(exc, A2AClientJSONRPCError):
@@ -163,7 +199,8 @@ async def test_one_card_for_both_generations(base_url):
     assert card.preferred_transport == "JSONRPC"
     transports = {i.transport: i.url for i in card.additional_interfaces}
     assert transports["HTTP+JSON"] == f"{base_url}/a2a/rest"
-    assert card.supports_authenticated_extended_card
+    # The open gateway has no [auth]: its [extended_card] is neither declared nor served.
+    assert not card.supports_authenticated_extended_card
     assert legacy == card
 
 
@@ -284,11 +321,30 @@ async def _rpc(http, url, request):
 
 
 @async_test
-async def test_extended_card(base_url, binding):
-    async with Session(base_url, binding) as s:
+async def test_extended_card(auth_url, issuer_url, binding):
+    token = await issuer_token(issuer_url)
+    async with Session(auth_url, binding, token=token) as s:
+        assert s.card.supports_authenticated_extended_card
         card = await s.client.get_card()
     assert card.description == "interop: the extended card"
     assert any(skill.id == "interop-private" for skill in card.skills)
+
+
+@async_test
+async def test_no_extended_card_without_auth(base_url, binding):
+    """The open gateway (no [auth]) answers the 0.3 extended-card calls with an error."""
+    async with httpx.AsyncClient(timeout=10) as http:
+        if binding == "JSONRPC":
+            body = {"jsonrpc": "2.0", "id": 1, "method": "agent/getAuthenticatedExtendedCard"}
+            r = await http.post(f"{base_url}/a2a/jsonrpc", json=body)
+            assert r.json()["error"]["code"] == -32007, r.text
+        elif binding == "HTTP+JSON":
+            r = await http.get(f"{base_url}/a2a/rest/v1/card")
+            assert r.status_code == 400, r.text
+    # The SDK does not ask: the card declares no extended card.
+    async with Session(base_url, binding) as s:
+        card = await s.client.get_card()
+    assert card.description != "interop: the extended card"
 
 
 @async_test

@@ -260,6 +260,9 @@ scheme = { apiKeySecurityScheme = { location = "header", name = "X-API-Key", des
 keys = [{ id = "k", key = "the-key" }]
 "#;
 
+/// A change to a valid card.
+type Mutation = fn(&mut Value);
+
 #[test]
 fn the_generated_schema_is_strict_at_every_level() {
     let schema = agent_card_schema();
@@ -292,7 +295,7 @@ fn the_generated_schema_is_strict_at_every_level() {
     assert_eq!(violations(&validator, &minimal), Vec::<String>::new());
     // Each of these is refused: an unknown member at the top, in a nested object, in an array
     // item, in a map value, a missing required field, two members of a oneof, an empty scheme.
-    let mutations: [(&str, fn(&mut Value)); 9] = [
+    let mutations: [(&str, Mutation); 9] = [
         ("0.3 top-level url", |c| c["url"] = json!("http://h")),
         ("supportsAuthenticatedExtendedCard", |c| {
             c["supportsAuthenticatedExtendedCard"] = json!(true)

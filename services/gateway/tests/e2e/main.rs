@@ -11,6 +11,7 @@ mod card_schema;
 mod catalogue;
 mod dialect03;
 mod equivalence;
+mod error_table;
 mod errors;
 mod grpc;
 mod grpc03;
