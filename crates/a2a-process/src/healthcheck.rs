@@ -19,7 +19,9 @@ pub const TIMEOUT: Duration = Duration::from_secs(2);
 pub fn targets(listen: SocketAddr) -> Vec<SocketAddr> {
     let port = listen.port();
     match listen.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))],
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            vec![SocketAddr::from((Ipv4Addr::LOCALHOST, port))]
+        }
         IpAddr::V6(ip) if ip.is_unspecified() => vec![
             SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             SocketAddr::from((Ipv6Addr::LOCALHOST, port)),
@@ -95,7 +97,10 @@ mod tests {
         assert_eq!(t("0.0.0.0:9464"), vec!["127.0.0.1:9464".parse().unwrap()]);
         assert_eq!(
             t("[::]:9090"),
-            vec!["127.0.0.1:9090".parse().unwrap(), "[::1]:9090".parse().unwrap()]
+            vec![
+                "127.0.0.1:9090".parse().unwrap(),
+                "[::1]:9090".parse().unwrap()
+            ]
         );
         assert_eq!(t("10.0.0.5:1"), vec!["10.0.0.5:1".parse().unwrap()]);
     }

@@ -79,7 +79,12 @@ pub async fn run(
         health: Arc::new(Health::of(store.pool())),
         consuming: Arc::new(AtomicBool::new(false)),
     };
-    let server = tokio::spawn(serve_http(listener, handle, ready.clone(), shutdown.clone()));
+    let server = tokio::spawn(serve_http(
+        listener,
+        handle,
+        ready.clone(),
+        shutdown.clone(),
+    ));
     wait_for_schema(&ready.health, &shutdown).await?;
     let consumer = connect(&config, &redis_url, &shutdown).await?;
     ready.consuming.store(true, Ordering::Relaxed);
@@ -141,7 +146,10 @@ async fn wait_for_schema(health: &Health, shutdown: &CancellationToken) -> Resul
                 tracing::info!("the database schema matches this binary's migrations");
                 return Ok(());
             }
-            Err(e) if e.to_string().contains(a2a_store::pg::health::SCHEMA_MISMATCH) => {
+            Err(e)
+                if e.to_string()
+                    .contains(a2a_store::pg::health::SCHEMA_MISMATCH) =>
+            {
                 tracing::error!("{e}; waiting for it to match before consuming")
             }
             Err(e) => tracing::warn!(error = %e, "cannot check the database schema yet; retrying"),
