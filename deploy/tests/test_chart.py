@@ -380,3 +380,15 @@ def test_values_reference_in_readme():
     assert readme.read_text() == expected, (
         "the values table in helm/a2a-gateway/README.md is not the one values.yaml's comments "
         "give: rerun with A2A_DEPLOY_REGEN=1")
+
+
+def test_rendered_prometheus_rule_passes_promtool(tmp_path):
+    import shutil
+    import subprocess
+    assert shutil.which("promtool"), "promtool is not installed: run scripts/prometheus first"
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/ha-values.yaml")))
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(chart.one(docs, "PrometheusRule")["spec"]))
+    done = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 11 rules found" in done.stdout, done.stdout
