@@ -5,11 +5,14 @@
 #     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
 #
 # The image runs `a2a-gateway` by default; `--entrypoint /usr/local/bin/a2a-worker` runs the
-# worker. No shell is needed at run time: probes are HTTP (admin port), preStop uses the kubelet's
-# sleep, migrations are `a2a-gateway migrate`.
+# worker. Nothing at run time needs a shell: probes are HTTP (admin port) or the binaries' own
+# `healthcheck` subcommand (HEALTHCHECK below, docker-compose.yml), preStop uses the kubelet's
+# sleep, migrations are `a2a-gateway migrate`. (The Debian base still holds /bin/sh.)
+# Base images are fully qualified: podman and buildah refuse short names without
+# unqualified-search registries.
 
 # Builder: Rust 1.95 on Debian 12 (bookworm), the same Debian as the runtime (glibc).
-FROM rust:1.95.0-slim-bookworm AS builder
+FROM docker.io/library/rust:1.95.0-slim-bookworm AS builder
 # Recorded in the a2a_build_info metric (`commit` label) at compile time.
 ARG REVISION=unknown
 ENV A2A_BUILD_COMMIT=${REVISION} \
@@ -27,7 +30,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 
 # Runtime: Debian 12 slim, pinned by point release; only the binaries and the CA certificates
 # (OIDC discovery, HTTPS upstream agents and webhooks).
-FROM debian:12.12-slim
+FROM docker.io/library/debian:12.12-slim
 ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=""
@@ -39,12 +42,16 @@ LABEL org.opencontainers.image.title="a2a-gateway" \
       org.opencontainers.image.source="${SOURCE}"
 COPY --from=builder /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=builder /out/a2a-gateway /out/a2a-worker /usr/local/bin/
-# Containers listen on every interface; the port numbers are the README's.
-ENV A2A_LISTEN=0.0.0.0:8080 \
-    A2A_ADMIN_LISTEN=0.0.0.0:9464
+# Containers listen on every interface, IPv4 and IPv6; the port numbers are the README's.
+ENV A2A_LISTEN=[::]:8080 \
+    A2A_ADMIN_LISTEN=[::]:9464
 # Numeric, so `runAsNonRoot` can verify it without a passwd entry.
 USER 10001:10001
 # Public: HTTP/1.1, h2c and gRPC. Admin: /metrics, /healthz, /readyz. Worker: /metrics, /healthz.
 EXPOSE 8080 9464 9090
+# The gateway's readiness (GET /readyz on A2A_ADMIN_LISTEN). A worker container (entrypoint
+# a2a-worker) overrides it with `a2a-worker healthcheck`, as docker-compose.yml does.
+HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
+    CMD ["/usr/local/bin/a2a-gateway", "healthcheck"]
 ENTRYPOINT ["/usr/local/bin/a2a-gateway"]
 CMD ["serve"]

@@ -27,12 +27,23 @@ def _env_vars(path: Path) -> list[str]:
     return names
 
 
+# Variables a deployment file sets for a binary whose reading of it lands from another branch:
+# A2A_ALLOW_UNAUTHENTICATED is the gateway's opt-in to serve without [auth] beyond loopback.
+PENDING = {"gateway": {"A2A_ALLOW_UNAUTHENTICATED"}, "worker": set()}
+
+# Standard variables of the libraries and the C runtime, not the binaries' own: the chart's
+# extraEnv and compose may set them (egress proxy, CA bundle).
+STANDARD = {"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+            "SSL_CERT_FILE", "SSL_CERT_DIR", "TZ"}
+
+
 def known(binary: str) -> set[str]:
     """Every variable `binary` ("gateway" or "worker") reads."""
-    return set(_env_vars(SOURCES[binary])) | set(_env_vars(SOURCES["telemetry"]))
+    return (set(_env_vars(SOURCES[binary])) | set(_env_vars(SOURCES["telemetry"]))
+            | PENDING[binary])
 
 
 def unknown(binary: str, names) -> list[str]:
     """The names in `names` that `binary` does not read."""
-    ok = known(binary)
+    ok = known(binary) | STANDARD
     return sorted(n for n in names if n not in ok)

@@ -16,6 +16,7 @@ import yaml
 
 import chart
 import envvars
+import limits
 import values_doc
 
 TESTS = Path(__file__).resolve().parent
@@ -29,13 +30,14 @@ CRD_API = {
     "PrometheusRule": "monitoring.coreos.com/v1",
     "HTTPRoute": "gateway.networking.k8s.io/v1",
     "GRPCRoute": "gateway.networking.k8s.io/v1",
+    "Certificate": "cert-manager.io/v1",
 }
 
 
 def test_there_are_values_files():
     names = {p.name for p in CI_VALUES}
     assert {"default-values.yaml", "existing-secrets-values.yaml", "ha-values.yaml",
-            "ingress-values.yaml"} <= names, names
+            "ingress-values.yaml", "nested-config-values.yaml"} <= names, names
     assert len(BAD_VALUES) >= 5
 
 
@@ -64,7 +66,9 @@ def test_render_validates_against_kubernetes_schemas(values_path):
 
 def check_crd(doc):
     spec = doc["spec"]
-    if doc["kind"] == "ServiceMonitor":
+    if doc["kind"] == "Certificate":
+        assert spec["secretName"] and spec["issuerRef"]["name"] and spec["dnsNames"]
+    elif doc["kind"] == "ServiceMonitor":
         assert spec["selector"]["matchLabels"] and spec["endpoints"][0]["port"]
         assert spec["jobLabel"]
     elif doc["kind"] == "PrometheusRule":
@@ -124,19 +128,32 @@ def test_workloads_follow_the_contracts(values_path):
             assert pod["topologySpreadConstraints"]
             assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
             assert pod["containers"][0]["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        if workload["kind"] == "Deployment":
+            # Readiness is /readyz on both (the schema gate; the worker also its consumer group).
+            assert pod["containers"][0]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+            # Dual-stack: every listener on [::] (IPv4 too unless the node sets bindv6only).
+            for e in pod["containers"][0]["env"]:
+                if e["name"].endswith("LISTEN"):
+                    assert e["value"].startswith("[::]:"), e
     job = chart.one(docs, "Job", "-migrate")
     hooks = job["metadata"]["annotations"]
     assert hooks["helm.sh/hook"] == "pre-install,pre-upgrade"
     assert "before-hook-creation" in hooks["helm.sh/hook-delete-policy"]
     assert job["spec"]["backoffLimit"] >= 1 and job["spec"]["activeDeadlineSeconds"] > 0
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["migrate"]
+    # The public Service has the public port only; the admin port is on a ClusterIP Service of
+    # its own, the one the ServiceMonitor selects.
     svc = chart.one(docs, "Service", chart.RELEASE + "-a2a-gateway")
-    assert {p["name"]: p.get("appProtocol") for p in svc["spec"]["ports"]} == {
-        "http": "kubernetes.io/h2c", "admin": "http"}
+    assert {p["name"]: p.get("appProtocol") for p in svc["spec"]["ports"]} == {"http": "kubernetes.io/h2c"}
+    admin = chart.one(docs, "Service", "-a2a-gateway-admin")
+    assert admin["spec"]["type"] == "ClusterIP"
+    assert {p["name"]: p.get("appProtocol") for p in admin["spec"]["ports"]} == {"admin": "http"}
+    for pdb in chart.by_kind(docs, "PodDisruptionBudget"):
+        assert pdb["spec"]["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
     if chart.by_kind(docs, "HorizontalPodAutoscaler"):
         assert chart.one(docs, "HorizontalPodAutoscaler")["spec"]["minReplicas"] >= 2
         assert "replicas" not in chart.one(docs, "Deployment", "-a2a-gateway")["spec"]
-    assert chart.one(docs, "PodDisruptionBudget")
+    assert chart.one(docs, "PodDisruptionBudget", "-a2a-gateway")
 
 
 def test_the_test_agent_is_off_by_default():
@@ -167,12 +184,35 @@ def test_ha_values_have_monitoring_and_policies():
     monitors = chart.by_kind(docs, "ServiceMonitor")
     assert len(monitors) == 2
     # The alert rules and the dashboard expect jobs a2a-gateway and a2a-worker: the Services
-    # carry them in the label the ServiceMonitors name as jobLabel.
-    jobs = {s["metadata"]["labels"].get(monitors[0]["spec"]["jobLabel"]) for s in chart.by_kind(docs, "Service")}
+    # the ServiceMonitors select (the admin one, not the public one) carry them in the label the
+    # ServiceMonitors name as jobLabel.
+    services = chart.by_kind(docs, "Service")
+    for m in monitors:
+        selected = [s for s in services
+                    if m["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+        assert len(selected) == 1, [s["metadata"]["name"] for s in selected]
+        port = m["spec"]["endpoints"][0]["port"]
+        assert port in {p["name"] for p in selected[0]["spec"]["ports"]}
+    jobs = {s["metadata"]["labels"].get(monitors[0]["spec"]["jobLabel"]) for s in services} - {None}
     assert jobs == {"a2a-gateway", "a2a-worker"}
+    # The rules are the repository's, scoped to the release: every selector names the release's
+    # namespace and job; the overrides and rule labels of the values are applied.
     rule = chart.one(docs, "PrometheusRule")
     alerts = yaml.safe_load((chart.ROOT / "deploy/prometheus/alerts.yml").read_text())
-    assert rule["spec"] == alerts
+    rendered = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert set(rendered) == {r["alert"] for g in alerts["groups"] for r in g["rules"]}
+    for g in alerts["groups"]:
+        for r in g["rules"]:
+            expr = rendered[r["alert"]]["expr"]
+            assert expr.count(f'namespace="{chart.NAMESPACE}"') == r["expr"].count("job=") > 0, expr
+            assert rendered[r["alert"]]["labels"]["team"] == "agents"
+            assert rendered[r["alert"]]["labels"]["severity"] in ("critical", "warning")
+    assert rendered["A2ALatencyP99High"]["for"] == "15m"
+    dashboard = chart.one(docs, "ConfigMap", "-dashboard")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["a2a-gateway.json"]) == json.loads(
+        (chart.ROOT / "deploy/grafana/a2a-gateway.json").read_text())
+    assert len(chart.by_kind(docs, "PodDisruptionBudget")) == 2
     assert len(chart.by_kind(docs, "NetworkPolicy")) == 2
     assert chart.one(docs, "HorizontalPodAutoscaler")
 
@@ -190,6 +230,26 @@ def test_chart_alert_rules_are_the_repository_ones():
     assert (chart.CHART / "files/alerts.yml").read_text() == (
         chart.ROOT / "deploy/prometheus/alerts.yml").read_text(), (
         "helm/a2a-gateway/files/alerts.yml must be a copy of deploy/prometheus/alerts.yml")
+    assert (chart.CHART / "files/a2a-gateway.json").read_text() == (
+        chart.ROOT / "deploy/grafana/a2a-gateway.json").read_text(), (
+        "helm/a2a-gateway/files/a2a-gateway.json must be a copy of deploy/grafana/a2a-gateway.json")
+
+
+def test_alerts_keep_releases_apart_and_have_absent_companions():
+    alerts = yaml.safe_load((chart.ROOT / "deploy/prometheus/alerts.yml").read_text())
+    rules = [r for g in alerts["groups"] for r in g["rules"]]
+    names = {r["alert"] for r in rules}
+    for r in rules:
+        assert r["labels"]["severity"] in ("critical", "warning"), r["alert"]
+        for by in re.findall(r"by \(([^)]*)\)", r["expr"]):
+            assert {"namespace", "job"} <= {x.strip() for x in by.split(",")}, (r["alert"], by)
+        # Every metric selector names its job (the chart pins it to the release).
+        for m in re.finditer(r"\b(a2a_[a-z_]+|up)(\{[^}]*\})?", r["expr"]):
+            assert m.group(2) and "job=" in m.group(2), (r["alert"], m.group(0))
+        for cited in re.findall(r"\b(A2A[A-Za-z]+)\b", r["annotations"].get("runbook", "")):
+            assert cited in names, f"{r['alert']}'s runbook cites {cited}, which is no rule"
+    absent = [r["expr"] for r in rules if r["expr"].startswith("absent(")]
+    assert any('job="a2a-gateway"' in e for e in absent) and any('job="a2a-worker"' in e for e in absent)
 
 
 def test_schema_extra_env_is_the_closed_list():
@@ -197,11 +257,96 @@ def test_schema_extra_env_is_the_closed_list():
     schema = json.loads(path.read_text())
     for binary in ("gateway", "worker"):
         name = schema["properties"][binary]["properties"]["extraEnv"]["items"]["properties"]["name"]
+        own = name["anyOf"][0]
         if chart.regen():
-            name["enum"] = sorted(envvars.known(binary))
+            own["enum"] = sorted(envvars.known(binary))
             path.write_text(json.dumps(schema, indent=2) + "\n")
-        assert set(name["enum"]) == envvars.known(binary), (
+        assert set(own["enum"]) == envvars.known(binary), (
             f"{binary}.extraEnv in values.schema.json is not the binary's ENV_VARS: rerun with A2A_DEPLOY_REGEN=1")
+        # Any other name is allowed (proxies, CA bundles), but not an unknown A2A_/OTEL_ one.
+        assert name["anyOf"][1] == {"not": {"pattern": "^(A2A_|OTEL_)"}}
+
+
+def test_schema_limits_are_the_gateway_ones():
+    path = chart.CHART / "values.schema.json"
+    schema = json.loads(path.read_text())
+    cfg = schema["properties"]["config"]["properties"]
+    if chart.regen():
+        cfg["limits"] = limits.schema()
+        path.write_text(json.dumps(schema, indent=2) + "\n")
+    assert cfg["limits"] == limits.schema(), (
+        "config.limits in values.schema.json is not services/gateway/src/config.rs's Limits: "
+        "rerun with A2A_DEPLOY_REGEN=1")
+
+
+def test_nested_limits_render_as_toml():
+    import tomllib
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/nested-config-values.yaml")))
+    toml = tomllib.loads(chart.one(docs, "ConfigMap")["data"]["gateway.toml"])
+    values = chart.values_file(chart.CHART / "ci/nested-config-values.yaml")["config"]
+    assert toml["limits"] == values["limits"]
+    for table, content in values["settings"].items():
+        assert toml[table] == content, table
+
+
+def test_extra_env_takes_standard_variables_and_escape_hatches():
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/ha-values.yaml")))
+    gw = chart.one(docs, "Deployment", "-a2a-gateway")
+    pod = gw["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    env = {e["name"]: e for e in c["env"]}
+    assert {"HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE"} <= set(env)
+    assert c["envFrom"] == [{"secretRef": {"name": "a2a-upstream-credentials"}}]
+    assert pod["priorityClassName"] == "high-priority"
+    assert c["image"].startswith("registry.example.com/platform/a2a-gateway@sha256:")
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # TLS from the cert-manager Certificate's Secret, client certificates from their CA bundle.
+    cert = chart.one(docs, "Certificate")
+    assert volumes["tls"]["secret"]["secretName"] == cert["spec"]["secretName"]
+    assert env["A2A_TLS_CERT"]["value"] == mounts["tls"] + "/tls.crt"
+    assert env["A2A_TLS_KEY"]["value"] == mounts["tls"] + "/tls.key"
+    assert env["A2A_TLS_CLIENT_CA"]["value"] == mounts["client-ca"] + "/ca.crt"
+    assert volumes["client-ca"]["secret"]["secretName"] == "a2a-client-ca"
+    assert mounts["corporate-ca"] == "/etc/a2a/corporate-ca"
+    job = chart.one(docs, "Job", "-migrate")["spec"]["template"]["spec"]
+    assert job["serviceAccountName"] == "a2a-migrations" and job["tolerations"] and job["nodeSelector"]
+
+
+def test_load_balancer_exposes_the_public_port_only():
+    values = chart.values_file(chart.CHART / "ci/default-values.yaml")
+    values["gateway"] = {"service": {"type": "LoadBalancer", "loadBalancerSourceRanges": ["203.0.113.0/24"]}}
+    docs = chart.manifests(chart.render(values))
+    exposed = [(s["metadata"]["name"], p["port"]) for s in chart.by_kind(docs, "Service")
+               if s["spec"]["type"] != "ClusterIP" for p in s["spec"]["ports"]]
+    assert exposed == [(chart.RELEASE + "-a2a-gateway", 8080)], exposed
+
+
+def test_the_auth_opt_in_is_rendered_and_an_undecided_install_refused():
+    values = chart.values_file(chart.CHART / "ci/default-values.yaml")
+    docs = chart.manifests(chart.render(values))
+    env = {e["name"]: e.get("value") for e in chart.one(docs, "Deployment", "-a2a-gateway")[
+        "spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["A2A_ALLOW_UNAUTHENTICATED"] == "true"
+    values["auth"] = {"allowUnauthenticated": False}
+    with pytest.raises(helm.HelmError) as refused:
+        chart.render(values)
+    assert "configure [auth]" in str(refused.value) and "auth.allowUnauthenticated=true" in str(refused.value)
+    # With [auth] the opt-in is not needed, and not set.
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/ha-values.yaml")))
+    env = {e["name"] for e in chart.one(docs, "Deployment", "-a2a-gateway")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert "A2A_ALLOW_UNAUTHENTICATED" not in env
+
+
+def test_the_umbrella_condition_is_accepted():
+    values = chart.values_file(chart.CHART / "ci/default-values.yaml")
+    assert chart.manifests(chart.render({**values, "enabled": True}))
+
+
+def test_http_route_has_no_timeout_by_default():
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/ingress-values.yaml")))
+    route = chart.one(docs, "HTTPRoute")
+    assert route["spec"]["rules"][0]["timeouts"] == {"request": "0s"}
 
 
 @pytest.mark.parametrize("bad", BAD_VALUES, ids=lambda p: p.stem)
@@ -235,3 +380,15 @@ def test_values_reference_in_readme():
     assert readme.read_text() == expected, (
         "the values table in helm/a2a-gateway/README.md is not the one values.yaml's comments "
         "give: rerun with A2A_DEPLOY_REGEN=1")
+
+
+def test_rendered_prometheus_rule_passes_promtool(tmp_path):
+    import shutil
+    import subprocess
+    assert shutil.which("promtool"), "promtool is not installed: run scripts/prometheus first"
+    docs = chart.manifests(chart.render(chart.values_file(chart.CHART / "ci/ha-values.yaml")))
+    rules = tmp_path / "rules.yml"
+    rules.write_text(yaml.safe_dump(chart.one(docs, "PrometheusRule")["spec"]))
+    done = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SUCCESS: 11 rules found" in done.stdout, done.stdout

@@ -33,9 +33,27 @@ def test_required_secrets_are_refused_when_missing(var, tmp_path):
     assert code != 0 and f"set {var} in .env" in err, err
 
 
+def test_the_grafana_password_is_required_by_its_profile_only(tmp_path):
+    # Read without it: the file resolves; Grafana's own start refuses an empty password.
+    cfg = compose.resolved({}, tmp_path)
+    grafana = cfg["services"]["grafana"]
+    assert compose.env_of(grafana)["GF_SECURITY_ADMIN_PASSWORD"] == ""
+    script = grafana["entrypoint"][-1]
+    assert "GF_SECURITY_ADMIN_PASSWORD" in script and "exit 1" in script and "exec /run.sh" in script
+    assert grafana["profiles"] == ["monitoring"]
+
+
+def test_tracing_needs_no_env_edit(cfg):
+    # The default endpoint is the tracing profile's collector, on the port it receives OTLP on.
+    otel = yaml.safe_load((ROOT / "deploy/otel/collector.yaml").read_text())
+    port = otel["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].rsplit(":", 1)[1]
+    for name in ("gateway", "worker"):
+        assert compose.env_of(cfg["services"][name])["OTEL_EXPORTER_OTLP_ENDPOINT"] == f"http://otel-collector:{port}"
+
+
 def test_env_example_names_every_required_variable():
     example = (ROOT / ".env.example").read_text()
-    for var in compose.REQUIRED:
+    for var in {**compose.REQUIRED, **compose.PROFILE_REQUIRED}:
         assert re.search(rf"(?m)^{var}=", example), var
     used = set(re.findall(r"\$\{([A-Z0-9_]+)", (ROOT / "docker-compose.yml").read_text()))
     documented = set(re.findall(r"(?m)^#?\s*([A-Z0-9_]+)=", example))
@@ -63,6 +81,16 @@ def test_shape_of_the_stack(cfg):
     assert "postgres-data" in " ".join(map(str, s["postgres"]["volumes"]))
     assert s["redis"]["command"][s["redis"]["command"].index("--appendonly") + 1] == "yes"
     assert "redis-cli" in " ".join(s["redis"]["healthcheck"]["test"])
+    # Our services are checked by the binaries' own probe client (the image has no shell or curl),
+    # and haproxy starts once a gateway is ready.
+    assert s["gateway"]["healthcheck"]["test"] == ["CMD", "/usr/local/bin/a2a-gateway", "healthcheck"]
+    assert s["worker"]["healthcheck"]["test"] == ["CMD", "/usr/local/bin/a2a-worker", "healthcheck"]
+    assert s["lb"]["depends_on"]["gateway"]["condition"] == "service_healthy"
+    # Dual-stack listeners, and the explicit opt-in to serve without [auth] (the file has none).
+    for name, var in (("gateway", "A2A_LISTEN"), ("gateway", "A2A_ADMIN_LISTEN"), ("worker", "A2A_WORKER_LISTEN")):
+        assert compose.env_of(s[name])[var].startswith("[::]:"), (name, var)
+    assert compose.env_of(s["gateway"])["A2A_ALLOW_UNAUTHENTICATED"] == "true"
+    assert "auth" not in tomllib.loads((ROOT / "deploy/compose/gateway.toml").read_text())
     assert set(s["prometheus"]["profiles"]) == {"monitoring"} == set(s["grafana"]["profiles"])
     assert set(s["otel-collector"]["profiles"]) == {"tracing"} == set(s["jaeger"]["profiles"])
     for name, svc in s.items():

@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 import dockerfile
 
@@ -49,7 +50,10 @@ def test_hadolint_basics():
         assert tag and tag != "latest", f"{image}: pin a version"
         # A version, not a moving name: digits in the tag (e.g. 1.95.0-slim-bookworm, 12.12-slim).
         assert re.match(r"\d+\.\d+", tag) or "@sha256:" in image, f"{image}: pin a version or digest"
-    assert froms[0].startswith("rust:1.95"), froms[0]
+    # Fully qualified (podman and buildah refuse short names without search registries).
+    assert froms[0].startswith("docker.io/library/rust:1.95"), froms[0]
+    assert all(f.count("/") >= 2 for f in froms), froms
+    assert "HEALTHCHECK" in {w for w, _ in dockerfile.last_stage()}
     rt = dockerfile.runtime()
     user = rt["user"]
     assert user and re.fullmatch(r"[1-9]\d*(:\d+)?", user), f"USER {user}: numeric and not root"
@@ -68,9 +72,12 @@ def test_hadolint_basics():
 
 def test_compose_and_chart_use_the_image_entrypoints():
     paths = set(dockerfile.binary_paths().values())
-    compose = (ROOT / "docker-compose.yml").read_text()
-    for entry in re.findall(r'entrypoint: \["([^"]+)"', compose):
-        assert entry in paths, entry
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    for name, svc in compose["services"].items():
+        # Our image's services (the grafana one has a shell entrypoint of its own image's).
+        if svc.get("entrypoint") and "${A2A_IMAGE" in str(svc.get("image", "")):
+            assert svc["entrypoint"][0] in paths, (name, svc["entrypoint"])
+            assert svc["healthcheck"]["test"][1] in paths, (name, svc["healthcheck"])
 
 
 def test_build_the_image_if_an_engine_exists():

@@ -6,9 +6,11 @@ Redis; then the smoke sequence (smoke.py) through the balancer. A wrong variable
 command in a deployment file makes this fail."""
 
 import base64
+import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
@@ -97,6 +99,15 @@ def stop_gracefully(stack: run.Stack, lb: int, gateways: list[run.Proc], worker:
         assert stack.terminate(p.name, timeout=40) == 0, f"{p.name} did not exit 0 after SIGTERM:\n{stack.tail(p.name)}"
 
 
+def healthcheck(service: dict, p: run.Proc) -> int:
+    """Runs a compose service's `healthcheck: test: ["CMD", ...]` with the process's environment."""
+    test = service["healthcheck"]["test"]
+    assert test[0] == "CMD", test
+    argv = [str(run.BIN_DIR / Path(test[1]).name), *test[2:]]
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+    return subprocess.run(argv, env={**base, **p.env}, capture_output=True, timeout=30).returncode
+
+
 def test_compose_stack_runs(tmp_path, database, stack):
     redis_password = uuid.uuid4().hex
     key = signing_key(tmp_path)
@@ -156,7 +167,10 @@ def test_compose_stack_runs(tmp_path, database, stack):
     worker = proc("worker", "worker")
     stack.start_proc(worker)
     worker_port = port_of(compose.env_of(services["worker"])["A2A_WORKER_LISTEN"])
-    stack.wait_http("worker", f"http://127.0.0.1:{worker.ports[worker_port]}/healthz")
+    stack.wait_http("worker", f"http://127.0.0.1:{worker.ports[worker_port]}/readyz")
+    # The compose healthchecks, run as docker would: the test command in the container's env.
+    for p, service in [(g, "gateway") for g in gateways] + [(worker, "worker")]:
+        assert healthcheck(services[service], p) == 0, f"{p.name}: the compose healthcheck fails"
 
     lb = start_balancer(stack, gateways, public, admin)
     seen = smoke.sequence(lb, kid="push")
@@ -174,14 +188,18 @@ def secret_data(docs: list[dict]) -> dict[str, dict[str, str]]:
     return out
 
 
-def test_chart_runs(tmp_path, database, stack):
-    prefix = f"a2a-deploy-{uuid.uuid4().hex[:8]}:"
-    values = chart.values_file(chart.CHART / "ci/default-values.yaml")
+def chart_values(name: str, database: str, prefix: str) -> dict:
+    """A ci values file pointed at the test servers (by the in-cluster names `localize` maps)."""
+    values = chart.values_file(chart.CHART / f"ci/{name}-values.yaml")
     values["database"]["url"] = f"postgres://postgres@postgres.databases.svc:5432/{database}"
     values["redis"]["url"] = "redis://redis.databases.svc:6379"
     values["redis"]["prefix"] = prefix
     values["push"]["allowedHosts"] = ["127.0.0.1"]
-    docs = chart.manifests(chart.render(values))
+    return values
+
+
+def chart_procs(docs: list[dict], tmp_path: Path):
+    """`procs(workload, name) -> (Proc, container)` for the workloads of a rendered chart."""
     secrets = secret_data(docs)
     configmaps = {c["metadata"]["name"]: c["data"] for c in chart.by_kind(docs, "ConfigMap")}
     pg = urllib.parse.urlparse(DB_URL)
@@ -224,6 +242,38 @@ def test_chart_runs(tmp_path, database, stack):
         p.localize(hosts)
         return p, c
 
+    return procs
+
+
+def clean_redis(prefix: str) -> None:
+    keys = subprocess.run(["redis-cli", "-u", REDIS_URL, "--scan", "--pattern", f"{prefix}*"],
+                          capture_output=True, text=True, timeout=30).stdout.split()
+    if keys:
+        subprocess.run(["redis-cli", "-u", REDIS_URL, "DEL", *keys], capture_output=True, timeout=30)
+
+
+def probe_url(p: run.Proc, container: dict, probe: str) -> str:
+    get = container[probe]["httpGet"]
+    ports = {x["name"]: x["containerPort"] for x in container["ports"]}
+    port = ports[get["port"]] if isinstance(get["port"], str) else get["port"]
+    assert port in p.ports, f"{p.name}: the {probe}'s port {port} is not one it listens on {p.ports}"
+    return f"http://127.0.0.1:{p.ports[port]}{get['path']}"
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_chart_runs(tmp_path, database, stack):
+    prefix = f"a2a-deploy-{uuid.uuid4().hex[:8]}:"
+    values = chart_values("default", database, prefix)
+    docs = chart.manifests(chart.render(values))
+    procs = chart_procs(docs, tmp_path)
+
     job = chart.one(docs, "Job", "-migrate")
     stack.run_to_end(procs(job, "migrate")[0])
 
@@ -254,7 +304,75 @@ def test_chart_runs(tmp_path, database, stack):
         check_metrics(gateways, admin, worker, wport)
         stop_gracefully(stack, lb, gateways, worker)
     finally:
-        keys = subprocess.run(["redis-cli", "-u", REDIS_URL, "--scan", "--pattern", f"{prefix}*"],
-                              capture_output=True, text=True, timeout=30).stdout.split()
-        if keys:
-            subprocess.run(["redis-cli", "-u", REDIS_URL, "DEL", *keys], capture_output=True, timeout=30)
+        clean_redis(prefix)
+
+
+def test_chart_nested_configuration_starts(tmp_path, database, stack):
+    """ci/nested-config-values.yaml holds every documented nested value (limits tables,
+    config.settings with [auth]): the gateway and the worker start on the rendered files and
+    get ready, and the gateway serves what the file says (a config error fails the start)."""
+    prefix = f"a2a-deploy-{uuid.uuid4().hex[:8]}:"
+    values = chart_values("nested-config", database, prefix)
+    docs = chart.manifests(chart.render(values))
+    procs = chart_procs(docs, tmp_path)
+    try:
+        stack.run_to_end(procs(chart.one(docs, "Job", "-migrate"), "migrate")[0])
+        gw, c = procs(chart.one(docs, "Deployment", "-a2a-gateway"), "gateway")
+        # [auth] is configured: the opt-in is not set.
+        assert "A2A_ALLOW_UNAUTHENTICATED" not in gw.env
+        stack.start_proc(gw)
+        stack.wait_http("gateway", probe_url(gw, c, "readinessProbe"))
+        public = {x["name"]: x["containerPort"] for x in c["ports"]}["http"]
+        status, body = get(f"http://127.0.0.1:{gw.ports[public]}/.well-known/agent-card.json")
+        card = json.loads(body)
+        assert status == 200 and card["name"] == values["config"]["settings"]["card"]["name"], card
+        assert "key" in card.get("securitySchemes", {}), card
+        worker, wc = procs(chart.one(docs, "Deployment", "-worker"), "worker")
+        stack.start_proc(worker)
+        stack.wait_http("worker", probe_url(worker, wc, "readinessProbe"))
+        for name in ("gateway", "worker"):
+            assert stack.terminate(name, timeout=40) == 0, stack.tail(name)
+    finally:
+        clean_redis(prefix)
+
+
+def test_schema_gate_and_healthcheck(tmp_path, database, stack):
+    """Pods started before the migration (helm template | kubectl apply, migrations.enabled=false)
+    stay unready, saying why, until the schema is the binary's; the image's probe client
+    (`healthcheck`) follows the same readiness."""
+    prefix = f"a2a-deploy-{uuid.uuid4().hex[:8]}:"
+    docs = chart.manifests(chart.render(chart_values("default", database, prefix)))
+    procs = chart_procs(docs, tmp_path)
+
+    def healthcheck(p: run.Proc, binary: str, *args: str) -> int:
+        base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG")}
+        return subprocess.run([str(run.BIN_DIR / binary), "healthcheck", *args], env={**base, **p.env},
+                              capture_output=True, timeout=30).returncode
+
+    try:
+        gw, c = procs(chart.one(docs, "Deployment", "-a2a-gateway"), "gateway")
+        stack.start_proc(gw)
+        live, ready = probe_url(gw, c, "livenessProbe"), probe_url(gw, c, "readinessProbe")
+        stack.wait_http("gateway", live)
+        worker, wc = procs(chart.one(docs, "Deployment", "-worker"), "worker")
+        stack.start_proc(worker)
+        wlive, wready = probe_url(worker, wc, "livenessProbe"), probe_url(worker, wc, "readinessProbe")
+        stack.wait_http("worker", wlive)
+        assert get(ready) == (503, "database schema mismatch")
+        assert get(wready)[0] == 503
+        assert healthcheck(gw, "a2a-gateway") == 1 and healthcheck(gw, "a2a-gateway", "--live") == 0
+        assert healthcheck(worker, "a2a-worker") == 1 and healthcheck(worker, "a2a-worker", "--live") == 0
+        deadline = time.monotonic() + 10
+        while "does not match this binary's migrations" not in stack.log("gateway").read_text():
+            assert time.monotonic() < deadline, stack.tail("gateway")
+            time.sleep(0.2)
+        assert "run `a2a-gateway migrate`" in stack.log("gateway").read_text()
+
+        stack.run_to_end(procs(chart.one(docs, "Job", "-migrate"), "migrate")[0])
+        stack.wait_http("gateway", ready, timeout=15)
+        stack.wait_http("worker", wready, timeout=20)
+        assert healthcheck(gw, "a2a-gateway") == 0 and healthcheck(worker, "a2a-worker") == 0
+        for name in ("gateway", "worker"):
+            assert stack.terminate(name, timeout=40) == 0, stack.tail(name)
+    finally:
+        clean_redis(prefix)

@@ -1,5 +1,6 @@
 //! Process plumbing shared by the binaries (`a2a-gateway`, `a2a-worker`).
 
+pub mod healthcheck;
 pub mod metrics;
 pub mod otlp_export;
 pub mod telemetry;

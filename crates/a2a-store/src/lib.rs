@@ -395,7 +395,8 @@ pub trait TaskStore: Send + Sync + 'static {
         Ok(Vec::new())
     }
 
-    /// Whether the backing service answers (used by `/readyz`).
+    /// Whether the backing service answers and holds this binary's schema (used by `/readyz`):
+    /// bounded, and not through the request pool (see `pg::health`).
     async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }

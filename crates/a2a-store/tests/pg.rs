@@ -129,6 +129,8 @@ impl TaskStore for TestStore {
     }
 }
 
+#[path = "pg/health.rs"]
+mod health;
 #[path = "pg/retention.rs"]
 mod retention;
 

@@ -43,7 +43,51 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "a2a.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- $repo := .Values.image.repository -}}
+{{- with .Values.image.registry -}}{{- $repo = printf "%s/%s" (trimSuffix "/" .) $repo -}}{{- end -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repo .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repo (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A2A_REDIS_PREFIX: the release's own unless set. */}}
+{{- define "a2a.redisPrefix" -}}
+{{- default (printf "%s:" .Release.Name) .Values.redis.prefix -}}
+{{- end -}}
+
+{{/* A listen address on every interface, IPv4 and IPv6 ("[::]" takes both unless the node sets bindv6only). */}}
+{{- define "a2a.listen" -}}
+{{- printf "[::]:%v" . -}}
+{{- end -}}
+
+{{/* Whether the configuration the chart renders declares [auth] (unknown with config.existingSecret). */}}
+{{- define "a2a.hasAuth" -}}
+{{- if or (hasKey .Values.config.settings "auth") (regexMatch "(?m)^\\s*\\[\\s*auth\\s*[\\].]" .Values.config.extra) -}}true{{- end -}}
+{{- end -}}
+
+{{/* A2A_ALLOW_UNAUTHENTICATED: refused at render when the gateway would refuse to start. */}}
+{{- define "a2a.authEnv" -}}
+{{- if .Values.auth.allowUnauthenticated -}}
+- name: A2A_ALLOW_UNAUTHENTICATED
+  value: "true"
+{{- else if and (not .Values.config.existingSecret) (not (include "a2a.hasAuth" .)) -}}
+{{- fail "no [auth] is configured and auth.allowUnauthenticated is false: the gateway refuses to serve beyond loopback without authentication. Either configure [auth] (config.extra or config.settings.auth; README, Authentication), or set auth.allowUnauthenticated=true to serve every caller as `anonymous` (A2A_ALLOW_UNAUTHENTICATED)" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret of the public port's certificate, or "" without TLS. */}}
+{{- define "a2a.tlsSecret" -}}
+{{- if .Values.tls.enabled -}}
+{{- if .Values.tls.existingSecret -}}
+{{- .Values.tls.existingSecret -}}
+{{- else if .Values.tls.certManager.enabled -}}
+{{- printf "%s-tls" (include "a2a.fullname" .) -}}
+{{- else -}}
+{{- fail "tls.enabled needs tls.existingSecret (a kubernetes.io/tls Secret) or tls.certManager.enabled" -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "a2a.publicUrl" -}}
@@ -105,7 +149,7 @@ key: {{ ternary .Values.redis.existingSecretKey "redis-url" (ne .Values.redis.ex
     secretKeyRef:
       {{- include "a2a.redisSecretRef" . | nindent 6 }}
 - name: A2A_REDIS_PREFIX
-  value: {{ .Values.redis.prefix | quote }}
+  value: {{ include "a2a.redisPrefix" . | quote }}
 - name: A2A_DATABASE_POOL_SIZE
   value: {{ .Values.database.poolSize | quote }}
 - name: A2A_PUBLIC_URL
@@ -144,13 +188,58 @@ key: {{ ternary .Values.redis.existingSecretKey "redis-url" (ne .Values.redis.ex
   labelSelector:
     matchLabels:
       {{- include "a2a.selector" (list . "gateway") | nindent 6 }}
+  # Each rollout's pods spread on their own (old and new pods would skew it otherwise).
+  matchLabelKeys: [pod-template-hash]
 - maxSkew: 1
   topologyKey: kubernetes.io/hostname
   whenUnsatisfiable: ScheduleAnyway
   labelSelector:
     matchLabels:
       {{- include "a2a.selector" (list . "gateway") | nindent 6 }}
+  matchLabelKeys: [pod-template-hash]
 {{- end -}}
+{{- end -}}
+
+{{/* A TOML key: bare when it may be, else a quoted string. */}}
+{{- define "a2a.tomlKey" -}}
+{{- if regexMatch "^[A-Za-z0-9_-]+$" . -}}{{ . }}{{- else -}}{{ toJson . }}{{- end -}}
+{{- end -}}
+
+{{/* A TOML value, on one line: a JSON scalar or array of scalars is TOML already; a map is an
+     inline table, a list of maps an array of inline tables. null entries are left out. */}}
+{{- define "a2a.tomlValue" -}}
+{{- if kindIs "map" . -}}
+{{- $items := list -}}
+{{- range $k, $v := . -}}
+{{- if not (kindIs "invalid" $v) -}}
+{{- $items = append $items (printf "%s = %s" (include "a2a.tomlKey" $k) (include "a2a.tomlValue" $v)) -}}
+{{- end -}}
+{{- end -}}
+{{- printf "{%s}" (join ", " $items) -}}
+{{- else if kindIs "slice" . -}}
+{{- $items := list -}}
+{{- range . -}}
+{{- $items = append $items (include "a2a.tomlValue" .) -}}
+{{- end -}}
+{{- printf "[%s]" (join ", " $items) -}}
+{{- else if kindIs "invalid" . -}}
+{{- fail "a null value cannot be rendered as TOML" -}}
+{{- else -}}
+{{- toJson . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A top-level TOML table `name` from a map: `[name]` with one `key = value` line per entry. */}}
+{{- define "a2a.tomlTable" -}}
+{{- $name := index . 0 -}}
+{{- $map := index . 1 }}
+
+[{{ include "a2a.tomlKey" $name }}]
+{{- range $k, $v := $map }}
+{{- if not (kindIs "invalid" $v) }}
+{{ include "a2a.tomlKey" $k }} = {{ include "a2a.tomlValue" $v }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* The gateway's TOML configuration (A2A_CONFIG); the environment wins over it. */}}
@@ -158,11 +247,28 @@ key: {{ ternary .Values.redis.existingSecretKey "redis-url" (ne .Values.redis.ex
 # Rendered by the a2a-gateway chart. Listen addresses, URLs and secrets come from the environment.
 builtin_agents = {{ toJson .Values.config.builtinAgents }}
 default_agent = {{ toJson .Values.config.defaultAgent }}
+{{- /* Top-level scalars before any table. */}}
+{{- range $k, $v := .Values.config.settings }}
+{{- if not (or (kindIs "map" $v) (kindIs "invalid" $v) (and (kindIs "slice" $v) $v (kindIs "map" (first $v)))) }}
+{{ include "a2a.tomlKey" $k }} = {{ include "a2a.tomlValue" $v }}
+{{- end }}
+{{- end }}
 {{- with .Values.config.limits }}
+{{- include "a2a.tomlTable" (list "limits" .) }}
+{{- end }}
+{{- range $k, $v := .Values.config.settings }}
+{{- if kindIs "map" $v }}
+{{- include "a2a.tomlTable" (list $k $v) }}
+{{- else if and (kindIs "slice" $v) $v (kindIs "map" (first $v)) }}
+{{- range $v }}
 
-[limits]
-{{- range $key, $value := . }}
-{{ $key }} = {{ toJson $value }}
+[[{{ include "a2a.tomlKey" $k }}]]
+{{- range $ek, $ev := . }}
+{{- if not (kindIs "invalid" $ev) }}
+{{ include "a2a.tomlKey" $ek }} = {{ include "a2a.tomlValue" $ev }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- with .Values.config.extra }}

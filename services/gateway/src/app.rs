@@ -217,6 +217,17 @@ pub async fn start(config: &Config, svc: &A2aService) {
     svc.wait_for_upstreams(std::time::Duration::from_secs(10))
         .await;
     if config.database_url.is_some() {
+        // The schema gate, said once at start: `/readyz` answers 503 until it passes.
+        match svc.store().ping().await {
+            Ok(()) => tracing::info!("the database schema matches this binary's migrations"),
+            Err(e) if is_schema_mismatch(&e) => tracing::error!(
+                "{e}; /readyz answers 503 (`database schema mismatch`) until it matches"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "cannot check the database schema yet; /readyz answers 503 until it can"
+            ),
+        }
         let lease = std::time::Duration::from_millis(config.file.dispatch.lease_ms);
         svc.start_dispatch_lease(config.replica.clone(), lease)
             .await;
@@ -296,7 +307,8 @@ pub fn router(svc: A2aService) -> Router {
         .merge(grpc)
 }
 
-/// `/healthz` (the process is up) and `/readyz` (the task store answers): on the public port
+/// `/healthz` (the process is up) and `/readyz` (the task store answers on its dedicated
+/// connection and holds this binary's schema; not draining): on the public port
 /// and on the admin listener.
 fn health_routes() -> Router<A2aService> {
     Router::new()
@@ -342,13 +354,24 @@ async fn jwks(State(svc): State<A2aService>) -> impl IntoResponse {
     )
 }
 
+fn is_schema_mismatch(e: &a2a_store::StoreError) -> bool {
+    matches!(e, a2a_store::StoreError::Unavailable(m)
+        if m.starts_with(a2a_store::pg::health::SCHEMA_MISMATCH))
+}
+
 async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
     // Draining: a balancer that checks on a kept-alive connection stops sending new work here.
     if svc.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining");
     }
+    // On the store's own health connection, bounded (not through the request pool, whose
+    // saturation must not make the replica unready), and gated on the schema (`pg::health`).
     match svc.store().ping().await {
         Ok(()) => (StatusCode::OK, "ready"),
+        Err(e) if is_schema_mismatch(&e) => {
+            tracing::warn!(error = %e, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "database schema mismatch")
+        }
         Err(e) => {
             tracing::warn!(error = %e, "not ready");
             (StatusCode::SERVICE_UNAVAILABLE, "task store unreachable")

@@ -1,4 +1,4 @@
-//! The `a2a-gateway` binary: `serve` (default), `migrate` or `keys`.
+//! The `a2a-gateway` binary: `serve` (default), `migrate`, `keys` or `healthcheck`.
 
 use std::process::ExitCode;
 
@@ -10,12 +10,15 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...]
+const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|healthcheck [--live]]
 
   serve     serve A2A over HTTP (default); with A2A_MIGRATE=1 it migrates the database first
   migrate   apply database migrations (A2A_DATABASE_URL) and exit
   keys      API keys in the database: keys create <id> (prints the key once) | keys list |
             keys revoke <id>
+  healthcheck  exit 0 when this container's gateway is ready (GET /readyz; --live: /healthz)
+            on the admin listener (A2A_ADMIN_LISTEN, else A2A_LISTEN), within 2 s: the image's
+            probe client for docker-compose healthchecks and HEALTHCHECK (no shell or curl)
 
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
     let command = args.first().map(String::as_str).unwrap_or("serve");
     match command {
         "serve" | "migrate" | "keys" => {}
+        "healthcheck" => return healthcheck(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -83,6 +87,25 @@ fn main() -> ExitCode {
         }
         Err(code) => code,
     }
+}
+
+/// `healthcheck [--live]`: the listener named by the environment as `serve` reads it.
+fn healthcheck(args: &[String]) -> ExitCode {
+    let path = match args {
+        [] => "/readyz",
+        [flag] if flag == "--live" => "/healthz",
+        other => {
+            eprintln!("a2a-gateway healthcheck: unexpected arguments {other:?}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let (what, listen) = match (env("A2A_ADMIN_LISTEN"), env("A2A_LISTEN")) {
+        (Some(admin), _) => ("A2A_ADMIN_LISTEN", admin),
+        (None, Some(public)) => ("A2A_LISTEN", public),
+        (None, None) => ("A2A_LISTEN", "127.0.0.1:8080".to_owned()),
+    };
+    a2a_process::healthcheck::run("a2a-gateway", what, &listen, path)
 }
 
 async fn migrate(config: &Config) -> ExitCode {

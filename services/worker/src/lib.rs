@@ -18,9 +18,11 @@ pub mod stream;
 pub use a2a_delivery::{deliver, metrics, pipeline, webhook};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use a2a_store::pg::PgDeliveryStore;
+use a2a_store::pg::health::Health;
 use axum::Router;
 use axum::routing::get;
 use tokio::net::TcpListener;
@@ -57,8 +59,8 @@ pub fn webhooks(config: &WorkerConfig) -> Result<Webhooks, String> {
     )
 }
 
-/// Runs the worker until `shutdown` fires: consumes, delivers, serves `/metrics` and
-/// `/healthz` on `listener`.
+/// Runs the worker until `shutdown` fires: consumes, delivers, serves `/metrics`, `/healthz`
+/// and `/readyz` on `listener`. Consumes only once the database schema is this binary's.
 pub async fn run(
     config: WorkerConfig,
     listener: TcpListener,
@@ -71,7 +73,21 @@ pub async fn run(
     }
     let handle = a2a_process::metrics::install("a2a-worker", env!("CARGO_PKG_VERSION"));
     metrics::group(None, None);
+    // Served from here on: `/healthz` for the startup probe while the schema gate and Redis are
+    // awaited, `/readyz` once both passed (see `Readiness`).
+    let ready = Readiness {
+        health: Arc::new(Health::of(store.pool())),
+        consuming: Arc::new(AtomicBool::new(false)),
+    };
+    let server = tokio::spawn(serve_http(
+        listener,
+        handle,
+        ready.clone(),
+        shutdown.clone(),
+    ));
+    wait_for_schema(&ready.health, &shutdown).await?;
     let consumer = connect(&config, &redis_url, &shutdown).await?;
+    ready.consuming.store(true, Ordering::Relaxed);
     let (log, log_task) = LogSink::spawn(Arc::new(store.clone()), config.name.clone());
     let deliverer = Deliverer {
         store: Arc::new(store.clone()),
@@ -86,7 +102,6 @@ pub async fn run(
         config.lease,
         config.concurrency,
     );
-    let server = tokio::spawn(serve_http(listener, handle, shutdown.clone()));
     let pruning = tokio::spawn(retention::run(
         store,
         config.log_retention,
@@ -112,6 +127,38 @@ pub async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(2), log_task).await;
     let _ = server.await;
     Ok(())
+}
+
+/// What the worker's `/readyz` reads: the schema gate and PostgreSQL on a dedicated connection
+/// (`a2a_store::pg::health`), and whether the consumer group was joined.
+#[derive(Clone)]
+struct Readiness {
+    health: Arc<Health>,
+    consuming: Arc<AtomicBool>,
+}
+
+/// Waits until the database holds this binary's schema (a worker must not deliver against
+/// another one: its statements would fail or misread), logging why at every attempt.
+async fn wait_for_schema(health: &Health, shutdown: &CancellationToken) -> Result<(), String> {
+    loop {
+        match health.check().await {
+            Ok(()) => {
+                tracing::info!("the database schema matches this binary's migrations");
+                return Ok(());
+            }
+            Err(e)
+                if e.to_string()
+                    .contains(a2a_store::pg::health::SCHEMA_MISMATCH) =>
+            {
+                tracing::error!("{e}; waiting for it to match before consuming")
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot check the database schema yet; retrying"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return Err("stopped before the database schema matched".into()),
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+        }
+    }
 }
 
 async fn connect(
@@ -283,10 +330,30 @@ async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Du
 async fn serve_http(
     listener: TcpListener,
     handle: metrics_exporter_prometheus::PrometheusHandle,
+    ready: Readiness,
     shutdown: CancellationToken,
 ) {
     let app = Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let ready = ready.clone();
+                async move {
+                    use axum::http::StatusCode;
+                    if !ready.consuming.load(Ordering::Relaxed) {
+                        return (StatusCode::SERVICE_UNAVAILABLE, "starting");
+                    }
+                    match ready.health.check().await {
+                        Ok(()) => (StatusCode::OK, "ready"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "not ready");
+                            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+                        }
+                    }
+                }
+            }),
+        )
         .route(
             "/metrics",
             get(move || {

@@ -1,4 +1,5 @@
-//! The `a2a-worker` binary: `serve` (default), `migrate`, `dead-letters`, `keygen`.
+//! The `a2a-worker` binary: `serve` (default), `migrate`, `dead-letters`, `keygen`,
+//! `healthcheck`.
 
 use std::process::ExitCode;
 
@@ -9,13 +10,15 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: a2a-worker [serve|migrate|dead-letters ...|keygen]
+const USAGE: &str = "usage: a2a-worker [serve|migrate|dead-letters ...|keygen|healthcheck [--live]]
 
   serve         deliver push notifications (default)
   migrate       apply database migrations (A2A_DATABASE_URL) and exit
   dead-letters  list [--all] [--limit N]   deliveries that gave up (not yet replayed, or all)
                 replay (<id>... | --all)   deliver them again (with the same retry policy)
   keygen        print a new ES256 signing key (PKCS#8 PEM) for A2A_PUSH_SIGNING_KEYS
+  healthcheck   exit 0 when this container's worker is ready (GET /readyz; --live: /healthz)
+                on A2A_WORKER_LISTEN, within 2 s (the image has no shell or curl)
 
 Configuration comes from the environment (A2A_DATABASE_URL, A2A_REDIS_URL, A2A_REDIS_PREFIX,
 A2A_PUBLIC_URL, A2A_PUSH_SIGNING_KEYS, A2A_PUSH_ALLOWED_HOSTS, A2A_WORKER_*); see the README.";
@@ -28,6 +31,21 @@ fn main() -> ExitCode {
     let command = args.first().map(String::as_str).unwrap_or("serve");
     match command {
         "serve" | "migrate" | "dead-letters" => {}
+        "healthcheck" => {
+            let path = match &args[1..] {
+                [] => "/readyz",
+                [flag] if flag == "--live" => "/healthz",
+                other => {
+                    eprintln!("a2a-worker healthcheck: unexpected arguments {other:?}\n\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            };
+            let listen = std::env::var("A2A_WORKER_LISTEN")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "127.0.0.1:9090".into());
+            return a2a_process::healthcheck::run("a2a-worker", "A2A_WORKER_LISTEN", &listen, path);
+        }
         "keygen" => {
             return match a2a_worker::keygen::es256_pem() {
                 Ok(pem) => {

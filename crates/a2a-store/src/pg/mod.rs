@@ -21,13 +21,15 @@
 //! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`,
 //!   `purge_tasks` (up to its limit of tasks with all their rows), `purge_stale_leases`:
 //!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
-//! - `ping`: 1 statement.
+//! - `ping`: 1 statement on the dedicated health connection (`health.rs`), bounded; until the
+//!   schema matched once, the read of `_sqlx_migrations` instead.
 
 mod batch;
 mod claims;
 mod codec;
 mod delivery;
 mod dispatch;
+pub mod health;
 mod keys;
 mod push;
 mod read;
@@ -104,6 +106,8 @@ pub struct PgTaskStore {
     /// only used when its sequence number is the one the caller expects, and the write is
     /// guarded by that number, so a stale entry can cause a conflict but never a wrong snapshot.
     cache: Mutex<HashMap<String, (u64, Task)>>,
+    /// `/readyz`: its own connection, bounded, with the schema gate (`health.rs`).
+    health: health::Health,
 }
 
 /// Maps driver errors: a lost or unobtainable connection is `Unavailable` (the caller may retry
@@ -166,6 +170,7 @@ impl PgTaskStore {
         };
         Ok(Self {
             writer: Writer::spawn(pool.clone(), writers),
+            health: health::Health::of(&pool),
             pool,
             claimer: Claimer::spawn(claims),
             cache: Mutex::new(HashMap::new()),
@@ -405,11 +410,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map(|_| ())
-            .map_err(db_error)
+        self.health.check().await
     }
 
     fn pool_stats(&self) -> Option<crate::PoolStats> {
