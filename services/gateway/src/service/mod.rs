@@ -302,6 +302,22 @@ impl A2aService {
         self.inner.config.limits.max_body_bytes
     }
 
+    /// `[limits.edge]`: the caps on a request's head the pipeline parses.
+    pub fn edge_limits(&self) -> &crate::limits::EdgeConfig {
+        &self.inner.config.limits.edge
+    }
+
+    /// `[limits.connections]` and how clients are told apart by address (`[limits.rate]`).
+    pub fn connection_limits(
+        &self,
+    ) -> (
+        &crate::limits::ConnectionsConfig,
+        crate::limits::ClientAddressing,
+    ) {
+        let limits = &self.inner.config.limits;
+        (&limits.connections, limits.rate.addressing())
+    }
+
     /// Sets `ctx.owner` to the caller's principal; without `[auth]` it stays `anonymous`.
     /// Every request runs this before any operation (`bindings::pipeline`).
     pub async fn authenticate(
