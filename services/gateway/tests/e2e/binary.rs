@@ -206,8 +206,9 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Listening beyond loopback with no `[auth]`: a warning at start says every caller shares one
-/// owner. (Bound on port 0 and killed at once; nothing is served.)
+/// Listening beyond loopback with no `[auth]`, opted in (`A2A_ALLOW_UNAUTHENTICATED`): a warning
+/// at start says every caller shares one owner. (Bound on port 0 and killed at once; nothing is
+/// served.)
 #[test]
 fn listening_beyond_loopback_without_auth_warns_at_start() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
@@ -216,6 +217,7 @@ fn listening_beyond_loopback_without_auth_warns_at_start() {
         .env_remove("A2A_REDIS_URL")
         .env_remove("A2A_PUBLIC_URL")
         .env("A2A_LISTEN", "0.0.0.0:0")
+        .env("A2A_ALLOW_UNAUTHENTICATED", "true")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
