@@ -8,6 +8,7 @@
 
 mod card;
 mod catalogue;
+pub(crate) mod depth;
 mod follow;
 mod idempotency;
 mod push;

@@ -471,3 +471,51 @@ async fn forwarded_addresses_are_believed_from_trusted_proxies_only() {
     assert_eq!(send_from(&trusted, "203.0.113.10").await, 200);
     trusted.stop().await;
 }
+
+/// JSON `[[[…]]]` `depth` levels deep around a number.
+fn nested_json(depth: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 0..depth {
+        v = json!([v]);
+    }
+    v
+}
+
+/// A poison pill the JSON decoders let through: a value nested deeper than prost decodes (100
+/// messages, two per JSON level) but within serde_json's 128 levels was stored on PostgreSQL
+/// and then unreadable. Every binding now refuses values nested beyond 32 levels, naming the
+/// field; one within the bound is stored and read back.
+#[tokio::test]
+async fn values_nested_beyond_the_bound_are_refused_before_they_are_stored() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let gw = TestGateway::with_database("", db.url()).await;
+    let send = |data: Value| {
+        json!({"message": {"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER",
+                           "parts": [{"data": data}]}})
+    };
+    let refused = gw.rpc("SendMessage", send(nested_json(60))).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let rest = gw
+        .client
+        .post(gw.url("/a2a/rest/message:send"))
+        .header("a2a-version", "1.0")
+        .json(&send(nested_json(40)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 400);
+    let meta = json!({"message": {"messageId": "m-meta", "role": "ROLE_USER",
+                                  "parts": [{"text": "hi"}]},
+                      "metadata": {"deep": nested_json(40)}});
+    let refused = gw.rpc("SendMessage", meta).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    // Within the bound: stored, and read back from PostgreSQL.
+    let sent = gw.rpc("SendMessage", send(nested_json(30))).await;
+    let id = sent["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let got = gw.rpc("GetTask", json!({"id": id})).await;
+    assert!(got["result"]["id"].is_string(), "{got}");
+    gw.stop().await;
+}
