@@ -335,7 +335,14 @@ async fn h2_streams_are_capped_resets_and_idleness_end_the_connection() {
     let after = Scrape::take(&gw).await;
     assert!(closed_total(&after, "idle_timeout") > closed_total(&before, "idle_timeout"));
 
-    // Rapid reset: streams opened and reset at once, many more than the pending-reset cap.
+    gw.stop().await;
+
+    // Rapid reset: streams opened and reset at once, many more than the pending-reset cap (on a
+    // gateway whose idle timeout cannot be what ends the connection).
+    let gw = TestGateway::with_config(
+        "[limits.connections]\nh2_max_pending_accept_reset_streams = 5\nidle_timeout_ms = 60000\n",
+    )
+    .await;
     let tcp = TcpStream::connect(gw.addr).await.unwrap();
     let (h2, conn) = h2::client::handshake(tcp).await.unwrap();
     let conn_task = tokio::spawn(conn);
@@ -517,5 +524,28 @@ async fn values_nested_beyond_the_bound_are_refused_before_they_are_stored() {
         .to_owned();
     let got = gw.rpc("GetTask", json!({"id": id})).await;
     assert!(got["result"]["id"].is_string(), "{got}");
+    gw.stop().await;
+}
+
+/// A trusted proxy (a load balancer, whose connections all come from its few addresses) is
+/// exempt from the per-client connection cap; the total cap still holds.
+#[tokio::test]
+async fn trusted_proxies_are_exempt_from_the_per_client_cap() {
+    let gw = TestGateway::with_config(
+        "[limits.connections]\nper_ip = 2\n[limits.rate]\ntrusted_proxies = [\"127.0.0.0/8\"]\n",
+    )
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        let mut tcp = TcpStream::connect(gw.addr).await.unwrap();
+        tcp.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = tcp.read(&mut buf).await.unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+        held.push(tcp);
+    }
+    drop(held);
     gw.stop().await;
 }
