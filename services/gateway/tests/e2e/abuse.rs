@@ -187,8 +187,22 @@ async fn silent_and_half_head_connections_are_closed_within_the_header_read_time
     kept.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
+    let started = Instant::now();
     let answer = read_all(&mut kept, Duration::from_secs(3)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the kept-alive connection is closed once idle for the header-read timeout"
+    );
+    // The admin listener is held to the same timeout.
+    let admin = gw.admin.expect("an admin listener");
+    let mut silent_admin = TcpStream::connect(admin).await.unwrap();
+    assert!(
+        closed_within(&mut silent_admin, Duration::from_secs(3))
+            .await
+            .is_some(),
+        "a silent admin connection is closed"
+    );
     let after = Scrape::take(&gw).await;
     assert!(
         closed_total(&after, "header_timeout") - closed_total(&before, "header_timeout") >= 20.0,
