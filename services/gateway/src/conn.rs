@@ -35,7 +35,7 @@ use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 use tower::Service as _;
 
@@ -543,39 +543,59 @@ async fn drive<C>(
     }
 }
 
-/// The requests in flight on an HTTP/2 connection, for its idle timeout.
-#[derive(Default)]
+/// The requests in flight on an HTTP/2 connection, for its idle timeout: plain counters the
+/// requests update, read by the connection's one timer (a request never wakes it).
 struct Activity {
     in_flight: AtomicUsize,
     /// Whether a request ever came.
     served: std::sync::atomic::AtomicBool,
-    changed: Notify,
+    /// When the last request ended, in milliseconds since `opened`.
+    last_end_ms: std::sync::atomic::AtomicU64,
+    opened: std::time::Instant,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            in_flight: AtomicUsize::new(0),
+            served: std::sync::atomic::AtomicBool::new(false),
+            last_end_ms: std::sync::atomic::AtomicU64::new(0),
+            opened: std::time::Instant::now(),
+        }
+    }
 }
 
 impl Activity {
     fn start(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.served.store(true, Ordering::Release);
-        self.changed.notify_waiters();
         InFlight(self.clone())
     }
 
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     /// Returns once no request has been in flight for `idle` (for `first` while none has
-    /// come yet), with whether one ever came.
+    /// come yet), with whether one ever came. Wakes once per period, not per request.
     async fn idle_for(&self, first: Duration, idle: Duration) -> bool {
+        let mut wait = first.min(idle);
         loop {
-            let changed = self.changed.notified();
-            let mut changed = pin!(changed);
-            changed.as_mut().enable();
-            if self.in_flight.load(Ordering::Acquire) == 0 {
-                let served = self.served.load(Ordering::Acquire);
-                let after = if served { idle } else { first };
-                if tokio::time::timeout(after, changed).await.is_err() {
-                    return served;
-                }
-            } else {
-                changed.await;
+            tokio::time::sleep(wait).await;
+            let served = self.served.load(Ordering::Acquire);
+            let limit = if served { idle } else { first };
+            if self.in_flight.load(Ordering::Acquire) > 0 {
+                wait = limit;
+                continue;
             }
+            let since = Duration::from_millis(
+                self.now_ms()
+                    .saturating_sub(self.last_end_ms.load(Ordering::Acquire)),
+            );
+            if since >= limit {
+                return served;
+            }
+            wait = limit - since;
         }
     }
 }
@@ -585,8 +605,11 @@ struct InFlight(Arc<Activity>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.0.changed.notify_waiters();
+        let activity = &self.0;
+        activity
+            .last_end_ms
+            .fetch_max(activity.now_ms(), Ordering::AcqRel);
+        activity.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
