@@ -58,6 +58,10 @@ max_streams = $(( IDLE + 2000 ))
 [limits.quotas]
 streams_per_owner = 0
 running_turns_per_owner = 0
+# Every subscriber is a connection from this one address.
+[limits.connections]
+max = $(( IDLE + 4000 ))
+per_ip = $(( IDLE + 4000 ))
 TOML
 
 A2A_DATABASE_URL="$DB_URL" RUST_LOG=warn "$BIN" migrate

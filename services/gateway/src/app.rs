@@ -20,7 +20,7 @@ use crate::auth::KeyDirectory;
 use crate::bindings::{card, catalogue, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
 use crate::service::A2aService;
-use crate::tls::{ServerTls, TlsListener, TlsPeer};
+use crate::tls::ServerTls;
 use crate::upstream::UpstreamAgent;
 
 /// Builds the service for `config`: the PostgreSQL store when `A2A_DATABASE_URL` is set (its
@@ -243,19 +243,31 @@ fn pg_options(config: &Config) -> PgOptions {
     }
 }
 
-/// Applies the database migrations (`a2a-gateway migrate`, or `serve` with `A2A_MIGRATE=1`).
-/// The warning to log at start when the gateway listens beyond loopback without `[auth]`:
-/// every caller is then `anonymous`, one owner, so anyone who reaches the port sees and
-/// changes every task.
-pub fn open_access_warning(config: &Config, addr: std::net::SocketAddr) -> Option<String> {
+/// Whether the gateway may start on `addr`: beyond loopback without `[auth]` every caller is
+/// `anonymous`, one owner, so anyone who reaches the port sees and changes every task. That is
+/// refused (`Err`, naming the fixes) unless the operator opted in (`A2A_ALLOW_UNAUTHENTICATED`,
+/// `allow_unauthenticated`), in which case `Ok(Some(warning))` is the warning to log.
+pub fn open_access_check(
+    config: &Config,
+    addr: std::net::SocketAddr,
+) -> Result<Option<String>, String> {
     if config.file.auth.is_some() || addr.ip().is_loopback() {
-        return None;
+        return Ok(None);
     }
-    Some(format!(
-        "listening on {addr}, beyond loopback, with no [auth]: every caller is `anonymous` and \
-         shares one owner, so anyone who can reach this address reads, continues and cancels \
-         every task; declare [auth] schemes (README, Authentication) or listen on 127.0.0.1"
-    ))
+    if !config.allow_unauthenticated {
+        return Err(format!(
+            "refusing to listen on {addr}, beyond loopback, with no [auth]: every caller would \
+             be `anonymous` and share one owner, so anyone who can reach this address would \
+             read, continue and cancel every task. Declare [auth] schemes (README, \
+             Authentication), listen on 127.0.0.1, or accept open access explicitly with \
+             A2A_ALLOW_UNAUTHENTICATED=true (allow_unauthenticated = true in the file)"
+        ));
+    }
+    Ok(Some(format!(
+        "listening on {addr}, beyond loopback, with no [auth] (A2A_ALLOW_UNAUTHENTICATED): every \
+         caller is `anonymous` and shares one owner, so anyone who can reach this address reads, \
+         continues and cancels every task"
+    )))
 }
 
 /// The warning to log at start when a `mutualTLS` scheme is declared but no client CA is
@@ -276,6 +288,7 @@ pub fn mutual_tls_warning(config: &Config) -> Option<String> {
     ))
 }
 
+/// Applies the database migrations (`a2a-gateway migrate`, or `serve` with `A2A_MIGRATE=1`).
 pub async fn migrate(config: &Config) -> Result<(), String> {
     let url = config
         .database_url
@@ -331,16 +344,24 @@ pub fn admin_router(svc: A2aService) -> Router {
         .with_state(svc)
 }
 
-/// Serves the admin routes on `listener` until `shutdown` fires. Installs the process's metrics
-/// recorder (once per process): until then every metric is a no-op.
+/// Serves the admin routes on `listener` until `shutdown` fires, with the public listener's
+/// connection limits and timeouts (its own counts, label `listener="admin"`). Installs the
+/// process's metrics recorder (once per process): until then every metric is a no-op.
 pub async fn serve_admin(
     listener: TcpListener,
     svc: A2aService,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    axum::serve(listener, admin_router(svc))
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let policy = connection_policy("admin", &svc);
+    crate::conn::serve(listener, admin_router(svc), false, None, policy, shutdown).await;
+    Ok(())
+}
+
+/// The connection policy of a listener (`[limits.connections]`, `[limits.edge]`, and how
+/// `[limits.rate]` tells clients apart).
+fn connection_policy(name: &'static str, svc: &A2aService) -> crate::conn::Policy {
+    let (limits, addressing) = svc.connection_limits();
+    crate::conn::Policy::new(name, limits, svc.edge_limits(), addressing)
 }
 
 /// The public keys that verify push deliveries (`X-A2A-Push-Signature`).
@@ -431,39 +452,24 @@ pub async fn serve(
     // Each request carries its connection's peer address (`ConnectInfo`) only where a per-IP
     // rate limit keys on it: nothing else reads it, and it costs an extension per request.
     let connect_info = svc.rate_limiter().is_some_and(|r| r.limits_ips());
-    crate::conn::serve(listener, router(svc), connect_info, shutdown).await;
+    let policy = connection_policy("public", &svc);
+    crate::conn::serve(listener, router(svc), connect_info, None, policy, shutdown).await;
     Ok(())
 }
 
 /// As [`serve`], over TLS: HTTP/1.1 and HTTP/2 (so gRPC) by ALPN on the one port. Each request
-/// carries its connection's [`TlsPeer`] (the verified client certificate, for `mutualTLS`).
+/// carries its connection's [`crate::tls::TlsPeer`] (the verified client certificate, for
+/// `mutualTLS`) and its remote address as `ConnectInfo<SocketAddr>`, the type plaintext serving
+/// gives, so what keys on the client's address reads it the same way over TLS.
 pub async fn serve_tls(
     listener: TcpListener,
     tls: ServerTls,
     svc: A2aService,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let listener = TlsListener::new(listener, tls)?;
-    // The remote address is also offered as `ConnectInfo<SocketAddr>`, the type plaintext
-    // serving gives, so what keys on the client's address reads it the same way over TLS.
-    let app = router(svc)
-        .layer(tower::util::MapRequestLayer::new(
-            |mut req: axum::extract::Request| {
-                let remote = req
-                    .extensions()
-                    .get::<axum::extract::ConnectInfo<TlsPeer>>()
-                    .map(|c| c.0.remote);
-                if let Some(remote) = remote {
-                    req.extensions_mut()
-                        .insert(axum::extract::ConnectInfo(remote));
-                }
-                req
-            },
-        ))
-        .into_make_service_with_connect_info::<TlsPeer>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let policy = connection_policy("public", &svc);
+    crate::conn::serve(listener, router(svc), true, Some(tls), policy, shutdown).await;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -472,15 +478,39 @@ mod tests {
     use crate::config::FileConfig;
 
     #[test]
-    fn open_access_is_warned_about_beyond_loopback_only() {
+    fn open_access_is_refused_beyond_loopback_unless_allowed() {
         let open = Config::from_parts(FileConfig::default(), |_| None).unwrap();
-        let warn = |c: &Config, a: &str| open_access_warning(c, a.parse().unwrap());
-        let w = warn(&open, "0.0.0.0:8080").expect("a warning");
+        let check = |c: &Config, a: &str| open_access_check(c, a.parse().unwrap());
+        let e = check(&open, "0.0.0.0:8080").expect_err("refused");
+        assert!(e.contains("A2A_ALLOW_UNAUTHENTICATED=true"), "{e}");
+        assert!(check(&open, "[::]:8080").is_err());
+        assert!(check(&open, "10.1.2.3:8080").is_err());
+        assert_eq!(check(&open, "127.0.0.1:8080"), Ok(None));
+        assert_eq!(check(&open, "[::1]:8080"), Ok(None));
+        let allowed = Config::from_parts(
+            FileConfig::default(),
+            a2a_testing::env_of(&[("A2A_ALLOW_UNAUTHENTICATED", "true")]),
+        )
+        .unwrap();
+        let w = check(&allowed, "0.0.0.0:8080").unwrap().expect("a warning");
         assert!(w.contains("shares one owner"), "{w}");
-        assert!(warn(&open, "[::]:8080").is_some());
-        assert!(warn(&open, "10.1.2.3:8080").is_some());
-        assert!(warn(&open, "127.0.0.1:8080").is_none());
-        assert!(warn(&open, "[::1]:8080").is_none());
+        let in_file = FileConfig::parse("allow_unauthenticated = true").unwrap();
+        let allowed = Config::from_parts(in_file.clone(), |_| None).unwrap();
+        assert!(check(&allowed, "0.0.0.0:8080").unwrap().is_some());
+        // The environment wins over the file.
+        let denied = Config::from_parts(
+            in_file,
+            a2a_testing::env_of(&[("A2A_ALLOW_UNAUTHENTICATED", "false")]),
+        )
+        .unwrap();
+        assert!(check(&denied, "0.0.0.0:8080").is_err());
+        assert!(
+            Config::from_parts(
+                FileConfig::default(),
+                a2a_testing::env_of(&[("A2A_ALLOW_UNAUTHENTICATED", "maybe")])
+            )
+            .is_err()
+        );
         let auth = FileConfig::parse(
             r#"
             [auth.schemes.key]
@@ -490,7 +520,7 @@ mod tests {
         )
         .unwrap();
         let closed = Config::from_parts(auth, |_| None).unwrap();
-        assert!(warn(&closed, "0.0.0.0:8080").is_none());
+        assert_eq!(check(&closed, "0.0.0.0:8080"), Ok(None));
     }
 
     #[test]

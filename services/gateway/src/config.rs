@@ -74,6 +74,26 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "PEM CA certificates client certificates are verified against; enables mTLS \
          (`mutualTLS` schemes) ([tls] client_ca)",
     ),
+    (
+        "A2A_ALLOW_UNAUTHENTICATED",
+        "true = start although the public listener is beyond loopback and no [auth] is \
+         configured (every caller is then `anonymous`); default false \
+         (allow_unauthenticated)",
+    ),
+    (
+        "A2A_TRUSTED_PROXIES",
+        "proxies (comma separated CIDR networks or addresses) whose client_ip_header is \
+         believed; default none ([limits.rate] trusted_proxies)",
+    ),
+    (
+        "A2A_MAX_CONNECTIONS",
+        "open connections per listener at most; default 10000 ([limits.connections] max)",
+    ),
+    (
+        "A2A_MAX_CONNECTIONS_PER_IP",
+        "open connections per client address (IPv6: per ipv6_prefix network) at most; \
+         default 256 ([limits.connections] per_ip)",
+    ),
     ("A2A_CONFIG", "path of the TOML configuration file"),
     (
         "RUST_LOG",
@@ -93,6 +113,9 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
     pub redis_prefix: String,
+    /// Start although the public listener is beyond loopback without `[auth]`
+    /// (`A2A_ALLOW_UNAUTHENTICATED`, or the file's `allow_unauthenticated`).
+    pub allow_unauthenticated: bool,
     /// This process's replica id (random per start): the owner of its dispatch lease.
     pub replica: String,
     pub file: FileConfig,
@@ -110,6 +133,7 @@ impl std::fmt::Debug for Config {
             .field("database", &self.database)
             .field("redis_url", &redacted(&self.redis_url))
             .field("redis_prefix", &self.redis_prefix)
+            .field("allow_unauthenticated", &self.allow_unauthenticated)
             .field("replica", &self.replica)
             .field("file", &self.file)
             .finish()
@@ -121,6 +145,9 @@ impl std::fmt::Debug for Config {
 #[serde(default, deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    /// Start although `listen` is beyond loopback and no `[auth]` is configured (every caller
+    /// is then `anonymous`, one owner); `A2A_ALLOW_UNAUTHENTICATED` wins.
+    pub allow_unauthenticated: bool,
     pub public_url: Option<String>,
     pub card: CardConfig,
     pub limits: Limits,
@@ -297,6 +324,10 @@ pub struct Limits {
     pub quotas: crate::service::QuotaConfig,
     /// `[limits.rate]`: rate limits per client IP, principal and agent (off unless set).
     pub rate: crate::limits::RateConfig,
+    /// `[limits.edge]`: bounds on a request's head, checked before anything else.
+    pub edge: crate::limits::EdgeConfig,
+    /// `[limits.connections]`: connection caps and timeouts of the listeners.
+    pub connections: crate::limits::ConnectionsConfig,
 }
 
 impl Default for Limits {
@@ -313,6 +344,8 @@ impl Default for Limits {
             builtin_max_turn_secs: std::collections::BTreeMap::new(),
             quotas: crate::service::QuotaConfig::default(),
             rate: crate::limits::RateConfig::default(),
+            edge: crate::limits::EdgeConfig::default(),
+            connections: crate::limits::ConnectionsConfig::default(),
         }
     }
 }
@@ -472,6 +505,31 @@ impl Config {
             );
         }
         file.push = push_config(file.push, &nonempty)?;
+        if let Some(v) = nonempty("A2A_TRUSTED_PROXIES") {
+            file.limits.rate.trusted_proxies = v
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect();
+            crate::limits::clients::parse_networks(&file.limits.rate.trusted_proxies)
+                .map_err(|e| format!("A2A_TRUSTED_PROXIES: {e}"))?;
+        }
+        file.limits.rate.check_proxies()?;
+        file.limits.connections.apply_env(&nonempty)?;
+        file.limits.connections.validate()?;
+        let allow_unauthenticated = match nonempty("A2A_ALLOW_UNAUTHENTICATED") {
+            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => {
+                    return Err(format!(
+                        "A2A_ALLOW_UNAUTHENTICATED={v:?} must be true or false"
+                    ));
+                }
+            },
+            None => file.allow_unauthenticated,
+        };
         let redis_url = nonempty("A2A_REDIS_URL");
         let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
         if file.limits.rate.backend == crate::limits::Backend::Redis {
@@ -493,6 +551,7 @@ impl Config {
             database,
             redis_url,
             redis_prefix,
+            allow_unauthenticated,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
         })
@@ -644,6 +703,8 @@ impl FileConfig {
             }
         }
         file.limits.rate.validate()?;
+        file.limits.edge.validate()?;
+        file.limits.connections.validate()?;
         if file.dispatch.lease_ms < 300 {
             return Err("dispatch.lease_ms must be at least 300".into());
         }

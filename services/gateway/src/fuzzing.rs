@@ -26,7 +26,12 @@ pub fn request_context(
             map.append(name, value);
         }
     }
-    crate::bindings::request_context(&map, query, crate::service::Dialects::V1_ONLY)
+    crate::bindings::request_context(
+        &map,
+        query,
+        crate::service::Dialects::V1_ONLY,
+        &crate::limits::EdgeConfig::default(),
+    )
 }
 
 /// The binding-equivalence properties: the JSON-RPC, HTTP+JSON and gRPC decoders read the same

@@ -22,7 +22,7 @@ const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|healthcheck [--l
 
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
-A2A_REDIS_PREFIX,
+A2A_REDIS_PREFIX, A2A_ALLOW_UNAUTHENTICATED,
 A2A_ADMIN_LISTEN, A2A_CONFIG, A2A_LOG_FORMAT, RUST_LOG, OTEL_*); see the README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).
@@ -135,6 +135,14 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
         }
         tracing::info!("database migrations applied");
     }
+    // Refused before anything starts: an open gateway beyond loopback needs the opt-in.
+    let open_access = match app::open_access_check(&config, config.listen) {
+        Ok(warning) => warning,
+        Err(e) => {
+            eprintln!("a2a-gateway: {e}");
+            return Err(ExitCode::from(EX_CONFIG));
+        }
+    };
     let shutdown = CancellationToken::new();
     let svc = match app::build(&config, shutdown.clone()) {
         Ok(svc) => svc,
@@ -169,7 +177,7 @@ async fn run(config: Config) -> Result<usize, ExitCode> {
         config.mode(),
         config.public_url
     );
-    if let Some(warning) = app::open_access_warning(&config, addr) {
+    if let Some(warning) = open_access {
         tracing::warn!("{warning}");
     }
     if let Some(warning) = app::mutual_tls_warning(&config) {

@@ -58,36 +58,47 @@ pub fn dialect_of(headers: &HeaderMap, query: Option<&str>, dialects: Dialects) 
         .unwrap_or(dialects.default)
 }
 
+/// The longest `Last-Event-ID` (or gRPC `a2a-last-event-id`) accepted: a `u64` has 20 digits.
+const MAX_LAST_EVENT_ID: usize = 32;
+
 /// The A2A service parameters of an HTTP request: `A2A-Version` (header, or the `A2A-Version`
 /// query parameter) read against the `dialects` the request can speak, `A2A-Extensions`
-/// (comma-separated, possibly repeated) and the resume point (`Last-Event-ID`, or
-/// `a2a-last-event-id` in gRPC metadata).
+/// (comma-separated, possibly repeated; a set of at most `edge.max_extensions` URIs in
+/// `edge.max_extension_bytes`) and the resume point (`Last-Event-ID`, or `a2a-last-event-id`
+/// in gRPC metadata). Every part is capped before it is parsed, and parsed in linear time (the
+/// extension set in O(n log n) of a capped n): this runs for anonymous callers.
 pub fn request_context(
     headers: &HeaderMap,
     query: Option<&str>,
     dialects: Dialects,
+    edge: &crate::limits::EdgeConfig,
 ) -> Result<RequestContext, A2aError> {
+    if let Some(q) = query
+        && q.len() > edge.max_query_bytes
+    {
+        return Err(A2aError::invalid_params(
+            "query",
+            format!("longer than {} bytes", edge.max_query_bytes),
+        ));
+    }
     let version = requested_version(headers, query);
     let dialect = crate::service::negotiate_version(version.as_deref(), dialects)?;
     let mut ctx = RequestContext::anonymous();
     ctx.dialect = dialect;
-    for value in headers
-        .get_all(EXTENSIONS_HEADER)
-        .iter()
-        .chain(headers.get_all(LEGACY_EXTENSIONS_HEADER).iter())
-    {
-        let Ok(value) = value.to_str() else { continue };
-        for uri in value.split(',').map(str::trim).filter(|u| !u.is_empty()) {
-            if !ctx.extensions.iter().any(|e| e == uri) {
-                ctx.extensions.push(uri.to_owned());
-            }
-        }
-    }
+    let values = || {
+        headers
+            .get_all(EXTENSIONS_HEADER)
+            .iter()
+            .chain(headers.get_all(LEGACY_EXTENSIONS_HEADER).iter())
+    };
+    ctx.extensions = extension_set(values, edge, &mut 0)?;
     if let Some(value) = headers
         .get(LAST_EVENT_ID_HEADER)
         .or_else(|| headers.get(GRPC_LAST_EVENT_ID))
     {
-        let seq = value.to_str().ok().and_then(|v| v.trim().parse().ok());
+        let seq = (value.len() <= MAX_LAST_EVENT_ID)
+            .then(|| value.to_str().ok().and_then(|v| v.trim().parse().ok()))
+            .flatten();
         ctx.last_event_id = Some(seq.ok_or_else(|| {
             A2aError::invalid_params(
                 "Last-Event-ID",
@@ -106,6 +117,69 @@ pub fn request_context(
         .filter(|v| valid_traceparent(v))
         .map(str::to_owned);
     Ok(ctx)
+}
+
+/// The `A2A-Extensions` URIs of `values` (comma separated, blanks trimmed), each once, in the
+/// order of their first mention. Refused beyond `edge.max_extension_bytes` (summed before
+/// anything is split) or `edge.max_extensions` distinct URIs. De-duplication sorts the URIs'
+/// indices, so it costs O(n log n) comparisons; `work` counts the steps (header values, URIs,
+/// comparisons) for the linearity property test.
+pub(crate) fn extension_set<'a, I: Iterator<Item = &'a HeaderValue>>(
+    values: impl Fn() -> I,
+    edge: &crate::limits::EdgeConfig,
+    work: &mut u64,
+) -> Result<Vec<String>, A2aError> {
+    let mut total = 0usize;
+    for value in values() {
+        *work += 1;
+        total = total.saturating_add(value.len());
+        if total > edge.max_extension_bytes {
+            return Err(A2aError::invalid_params(
+                "A2A-Extensions",
+                format!("longer than {} bytes", edge.max_extension_bytes),
+            ));
+        }
+    }
+    if total == 0 {
+        return Ok(Vec::new());
+    }
+    let mut uris: Vec<&str> = Vec::new();
+    for value in values() {
+        let Ok(value) = value.to_str() else { continue };
+        for uri in value.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            *work += 1;
+            uris.push(uri);
+        }
+    }
+    let mut order: Vec<usize> = (0..uris.len()).collect();
+    // Stable: equal URIs keep the order of their mentions, so the first of a run is the first.
+    order.sort_by(|a, b| {
+        *work += 1;
+        uris[*a].cmp(uris[*b])
+    });
+    let mut first = vec![false; uris.len()];
+    let mut distinct = 0usize;
+    let mut previous: Option<&str> = None;
+    for i in order {
+        *work += 1;
+        if previous != Some(uris[i]) {
+            first[i] = true;
+            distinct += 1;
+            previous = Some(uris[i]);
+        }
+    }
+    if distinct > edge.max_extensions {
+        return Err(A2aError::invalid_params(
+            "A2A-Extensions",
+            format!("more than {} distinct extensions", edge.max_extensions),
+        ));
+    }
+    Ok(uris
+        .iter()
+        .zip(first)
+        .filter(|(_, first)| *first)
+        .map(|(uri, _)| (*uri).to_owned())
+        .collect())
 }
 
 /// The key of an `Idempotency-Key` header: the draft's Structured Field string (`"..."`), or
@@ -232,6 +306,101 @@ mod tests {
             h.append(k.clone(), HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    fn edge() -> crate::limits::EdgeConfig {
+        crate::limits::EdgeConfig::default()
+    }
+
+    #[test]
+    fn extensions_are_a_capped_set_in_first_mention_order() {
+        let h = headers(&[
+            (
+                header::HeaderName::from_static(EXTENSIONS_HEADER),
+                "urn:b, urn:a,,urn:b",
+            ),
+            (
+                header::HeaderName::from_static(LEGACY_EXTENSIONS_HEADER),
+                "urn:c, urn:a",
+            ),
+        ]);
+        let ctx = request_context(&h, None, Dialects::V1_ONLY, &edge()).unwrap();
+        assert_eq!(ctx.extensions, ["urn:b", "urn:a", "urn:c"]);
+        // Over the URI cap, and over the byte cap: refused as invalid params.
+        let many = (0..33)
+            .map(|i| format!("urn:{i}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let h = headers(&[(header::HeaderName::from_static(EXTENSIONS_HEADER), &many)]);
+        let err = request_context(&h, None, Dialects::V1_ONLY, &edge()).unwrap_err();
+        assert!(
+            matches!(err, A2aError::InvalidParams { ref field, .. } if field == "A2A-Extensions"),
+            "{err:?}"
+        );
+        // 32 distinct (however often repeated) pass.
+        let ok = (0..64)
+            .map(|i| format!("urn:{}", i % 32))
+            .collect::<Vec<_>>()
+            .join(",");
+        let h = headers(&[(header::HeaderName::from_static(EXTENSIONS_HEADER), &ok)]);
+        let ctx = request_context(&h, None, Dialects::V1_ONLY, &edge()).unwrap();
+        assert_eq!(ctx.extensions.len(), 32);
+        let long = "u".repeat(4097);
+        let h = headers(&[(header::HeaderName::from_static(EXTENSIONS_HEADER), &long)]);
+        assert!(request_context(&h, None, Dialects::V1_ONLY, &edge()).is_err());
+    }
+
+    #[test]
+    fn resume_points_and_queries_are_capped() {
+        let h = headers(&[(
+            header::HeaderName::from_static(LAST_EVENT_ID_HEADER),
+            " 42 ",
+        )]);
+        let ctx = request_context(&h, None, Dialects::V1_ONLY, &edge()).unwrap();
+        assert_eq!(ctx.last_event_id, Some(42));
+        let long = format!("{}1", " ".repeat(40));
+        let h = headers(&[(header::HeaderName::from_static(LAST_EVENT_ID_HEADER), &long)]);
+        assert!(request_context(&h, None, Dialects::V1_ONLY, &edge()).is_err());
+        let query = format!("a={}", "x".repeat(8192));
+        let err = request_context(&HeaderMap::new(), Some(&query), Dialects::V1_ONLY, &edge())
+            .unwrap_err();
+        assert!(matches!(err, A2aError::InvalidParams { ref field, .. } if field == "query"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+        /// The edge's cost is linear (up to the sort's log factor) in the size of its input:
+        /// the steps `extension_set` counts for an input 8 times as large grow at most 16-fold
+        /// (a quadratic de-duplication grows 64-fold), whatever the mix of distinct and repeated
+        /// URIs. The caps are lifted so the input can grow.
+        #[test]
+        fn extension_parsing_cost_is_linear(
+            n in 256usize..1024,
+            distinct_every in 1usize..8,
+            width in 3usize..12,
+        ) {
+            let edge = crate::limits::EdgeConfig {
+                max_extensions: usize::MAX,
+                max_extension_bytes: usize::MAX,
+                ..edge()
+            };
+            let cost = |n: usize| {
+                let value = (0..n)
+                    .map(|i| format!("{:0width$}", if i % distinct_every == 0 { i } else { 0 }))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                let value = HeaderValue::from_str(&value).unwrap();
+                let mut work = 0u64;
+                let set = extension_set(|| std::iter::once(&value), &edge, &mut work).unwrap();
+                proptest::prop_assert!(!set.is_empty());
+                Ok(work)
+            };
+            let (small, large) = (cost(n)?, cost(8 * n)?);
+            proptest::prop_assert!(
+                large <= 16 * small,
+                "{n} URIs: {small} steps, {} URIs: {large} steps", 8 * n
+            );
+        }
     }
 
     #[test]

@@ -199,8 +199,9 @@ impl Call {
         self.span().in_span(op)
     }
 
-    /// The shared preamble, in order: service parameters (`A2A-Version`, `A2A-Extensions`,
-    /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`), the client IP's rate limit,
+    /// The shared preamble, in order: the client IP's rate limit (the cheapest refusal, so it
+    /// comes before any parsing), service parameters (`A2A-Version`, `A2A-Extensions`,
+    /// `Last-Event-ID`, `Idempotency-Key`, `traceparent`; each capped by `[limits.edge]`),
     /// authentication (which sets the owner), the principal's rate limit, then the extensions
     /// the agent requires. `query` is the URL query of the HTTP bindings (`A2A-Version` may be
     /// there, and API keys); gRPC has none. `peer` is the TCP peer's address, when known;
@@ -228,7 +229,21 @@ impl Call {
             );
             let _ = self.span.set(span);
         }
-        let mut ctx = request_context(headers, query, self.dialects).map_err(Refusal::Invalid)?;
+        let rate = svc.rate_limiter();
+        // At most two checks pass: the IP's and the principal's (no allocation for them).
+        let mut passed: [Option<Allowance>; 2] = [None, None];
+        // The client IP's limit first: the cheapest refusal, before any header is parsed.
+        let cost = rate.map(|rate| rate.cost_of(METHODS.get(self.method).map(|_| self.method)));
+        if let (Some(rate), Some(cost)) = (rate, cost)
+            && let Some(ip) = rate.client_ip(headers, peer)
+        {
+            passed[0] = rate.check_ip(ip, cost).await.map_err(Refusal::Limited)?;
+        }
+        let mut ctx = request_context(headers, query, self.dialects, svc.edge_limits())
+            .map_err(Refusal::Invalid)?;
+        if let Some(cost) = cost {
+            ctx.cost = cost;
+        }
         // When traced, the turn and the events it publishes continue from this call's span
         // (`ctx.span`).
         if telemetry::enabled() && !self.span().is_traced() {
@@ -236,18 +251,6 @@ impl Call {
             ctx.traceparent = Some(telemetry::unsampled_traceparent(parent.as_ref()));
         }
         ctx.span = self.span().clone();
-        let rate = svc.rate_limiter();
-        // At most two checks pass: the IP's and the principal's (no allocation for them).
-        let mut passed: [Option<Allowance>; 2] = [None, None];
-        if let Some(rate) = rate {
-            ctx.cost = rate.cost_of(METHODS.get(self.method).map(|_| self.method));
-            if let Some(ip) = rate.client_ip(headers, peer) {
-                passed[0] = rate
-                    .check_ip(ip, ctx.cost)
-                    .await
-                    .map_err(Refusal::Limited)?;
-            }
-        }
         let creds = Credentials {
             headers,
             query,

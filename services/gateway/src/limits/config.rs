@@ -25,10 +25,16 @@ pub struct RateConfig {
     pub overrides: Vec<Override>,
     /// The cost of a call by method (JSON-RPC/gRPC name), in place of [`default_cost`].
     pub costs: BTreeMap<String, u32>,
-    /// A header whose last address is the client's (e.g. `X-Forwarded-For` behind a load
-    /// balancer that appends to it); unset = the TCP peer's address. Only for a gateway that is
-    /// reachable through that proxy alone: a client could otherwise pick its own key.
+    /// A header the proxies in `trusted_proxies` append the client's address to (e.g.
+    /// `X-Forwarded-For`); unset = the TCP peer's address. Believed only on a connection from
+    /// a trusted proxy; the client is the right-most address in it that is not a trusted proxy.
     pub client_ip_header: Option<String>,
+    /// The proxies (CIDR networks or addresses) whose `client_ip_header` is believed; they are
+    /// also exempt from `[limits.connections] per_ip` (`A2A_TRUSTED_PROXIES`, comma separated).
+    pub trusted_proxies: Vec<String>,
+    /// IPv6 clients share one per-IP key (rate limit and connection cap) per network of this
+    /// prefix length (a host is commonly given a whole /64); 128 = one key per address.
+    pub ipv6_prefix: u8,
     /// How long a check waits for Redis before the local limiter decides instead.
     pub redis_timeout_ms: u64,
     /// How often keys whose buckets are full again are dropped from the local limiters.
@@ -49,6 +55,8 @@ impl Default for RateConfig {
             overrides: Vec::new(),
             costs: BTreeMap::new(),
             client_ip_header: None,
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: 64,
             redis_timeout_ms: 50,
             evict_interval_secs: 60,
             redis: None,
@@ -121,6 +129,37 @@ pub fn default_cost(method: &str) -> u32 {
 }
 
 impl RateConfig {
+    /// `client_ip_header` is only believed from `trusted_proxies`, so one without the other
+    /// is refused (checked once the environment is applied).
+    pub fn check_proxies(&self) -> Result<(), String> {
+        if self.client_ip_header.is_some() && self.trusted_proxies.is_empty() {
+            return Err(
+                "limits.rate.client_ip_header needs limits.rate.trusted_proxies (or \
+                 A2A_TRUSTED_PROXIES): the addresses of the proxies that set it, since a client \
+                 could otherwise pick its own key"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// How clients are told apart by address (`client_ip_header`, `trusted_proxies`,
+    /// `ipv6_prefix`), for the rate limiter and the connection caps. The configuration was
+    /// validated when it loaded: an entry that does not parse is left out.
+    pub fn addressing(&self) -> super::ClientAddressing {
+        let trusted = self
+            .trusted_proxies
+            .iter()
+            .filter_map(|e| super::clients::parse_networks(std::slice::from_ref(e)).ok())
+            .flatten()
+            .collect();
+        let header = self
+            .client_ip_header
+            .as_deref()
+            .and_then(|h| axum::http::HeaderName::from_bytes(h.as_bytes()).ok());
+        super::ClientAddressing::new(self.ipv6_prefix, trusted, header)
+    }
+
     /// Whether any limit is set (otherwise the pipeline checks nothing).
     pub fn enabled(&self) -> bool {
         self.ip.is_some()
@@ -186,6 +225,11 @@ impl RateConfig {
             .is_some_and(|h| axum::http::HeaderName::from_bytes(h.as_bytes()).is_err())
         {
             return Err("limits.rate.client_ip_header is not a header name".into());
+        }
+        super::clients::parse_networks(&self.trusted_proxies)
+            .map_err(|e| format!("limits.rate.trusted_proxies: {e}"))?;
+        if self.ipv6_prefix > 128 {
+            return Err("limits.rate.ipv6_prefix must be at most 128".into());
         }
         if self.redis_timeout_ms == 0 || self.evict_interval_secs == 0 {
             return Err(

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_types::A2aError;
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue};
 use governor::clock::Clock;
 use governor::middleware::StateInformationMiddleware;
 use governor::{DefaultKeyedRateLimiter, Quota};
@@ -124,7 +124,8 @@ pub struct RateLimiter {
     by_key: HashMap<String, usize>,
     /// The cost of each of [`METHODS`], in its order; anything else costs 1.
     costs: [u32; METHODS.len()],
-    client_ip_header: Option<HeaderName>,
+    /// Who the client is: `client_ip_header` from trusted proxies, IPv6 keys by prefix.
+    addressing: super::ClientAddressing,
     shared: Option<SharedGcra>,
 }
 
@@ -166,10 +167,7 @@ impl RateLimiter {
             by_principal,
             by_key,
             costs: METHODS.map(|m| config.cost(m)),
-            client_ip_header: config
-                .client_ip_header
-                .as_deref()
-                .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok()),
+            addressing: config.addressing(),
             shared,
         });
         let every = Duration::from_secs(config.evict_interval_secs);
@@ -192,26 +190,19 @@ impl RateLimiter {
         index.and_then(|i| self.costs.get(i)).copied().unwrap_or(1)
     }
 
-    /// The client's address: the last valid address of `client_ip_header` when configured and
-    /// present, else the TCP peer's.
+    /// The client's address (see [`super::ClientAddressing::client_ip`]): from
+    /// `client_ip_header` when the peer is a trusted proxy, else the TCP peer's.
     pub fn client_ip(&self, headers: &HeaderMap, peer: Option<IpAddr>) -> Option<IpAddr> {
-        let forwarded = self.client_ip_header.as_ref().and_then(|name| {
-            headers
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .filter_map(|a| a.trim().parse::<IpAddr>().ok())
-                .next_back()
-        });
-        forwarded.or(peer)
+        self.addressing.client_ip(headers, peer)
     }
 
-    /// The per-IP limit (before authentication); `Ok(None)` when it is off.
+    /// The per-IP limit (before authentication); `Ok(None)` when it is off. An IPv6 client
+    /// counts under its network (`ipv6_prefix`).
     pub async fn check_ip(&self, ip: IpAddr, cost: u32) -> Result<Option<Allowance>, A2aError> {
         let Some(scope) = &self.ip else {
             return Ok(None);
         };
+        let ip = self.addressing.key(ip);
         self.check(scope, &ip, || ip.to_string(), cost)
             .await
             .map(Some)

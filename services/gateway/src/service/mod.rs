@@ -8,6 +8,7 @@
 
 mod card;
 mod catalogue;
+pub(crate) mod depth;
 mod follow;
 mod idempotency;
 mod push;
@@ -300,6 +301,22 @@ impl A2aService {
 
     pub fn max_body_bytes(&self) -> usize {
         self.inner.config.limits.max_body_bytes
+    }
+
+    /// `[limits.edge]`: the caps on a request's head the pipeline parses.
+    pub fn edge_limits(&self) -> &crate::limits::EdgeConfig {
+        &self.inner.config.limits.edge
+    }
+
+    /// `[limits.connections]` and how clients are told apart by address (`[limits.rate]`).
+    pub fn connection_limits(
+        &self,
+    ) -> (
+        &crate::limits::ConnectionsConfig,
+        crate::limits::ClientAddressing,
+    ) {
+        let limits = &self.inner.config.limits;
+        (&limits.connections, limits.rate.addressing())
     }
 
     /// Sets `ctx.owner` to the caller's principal; without `[auth]` it stays `anonymous`.

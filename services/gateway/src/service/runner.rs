@@ -244,7 +244,8 @@ impl A2aService {
         let key = idempotency::key_of(ctx, &req, idempotency.message_id)
             .map(|key| (key.to_owned(), idempotency::fingerprint(&req)));
         let limits = &self.inner.config.limits;
-        validate::message(req.message.as_ref(), limits.max_parts)?;
+        let checked = validate::message(req.message.as_ref(), limits.max_parts)?;
+        super::depth::check_request(checked, req.metadata.as_ref())?;
         // Taken, not copied: the request is done with once validated.
         let mut message = req.message.take().unwrap_or_default();
         let cfg = req.configuration.unwrap_or_default();

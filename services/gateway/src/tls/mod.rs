@@ -18,7 +18,7 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 
-pub use listener::{TlsListener, TlsPeer};
+pub use listener::TlsPeer;
 pub use subject::distinguished_name;
 
 /// `[tls]` (or `A2A_TLS_CERT`, `A2A_TLS_KEY`, `A2A_TLS_CLIENT_CA`): PEM files.

@@ -206,8 +206,9 @@ async fn serves_embedded_and_stops_gracefully_on_sigterm() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Listening beyond loopback with no `[auth]`: a warning at start says every caller shares one
-/// owner. (Bound on port 0 and killed at once; nothing is served.)
+/// Listening beyond loopback with no `[auth]`, opted in (`A2A_ALLOW_UNAUTHENTICATED`): a warning
+/// at start says every caller shares one owner. (Bound on port 0 and killed at once; nothing is
+/// served.)
 #[test]
 fn listening_beyond_loopback_without_auth_warns_at_start() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"));
@@ -216,6 +217,7 @@ fn listening_beyond_loopback_without_auth_warns_at_start() {
         .env_remove("A2A_REDIS_URL")
         .env_remove("A2A_PUBLIC_URL")
         .env("A2A_LISTEN", "0.0.0.0:0")
+        .env("A2A_ALLOW_UNAUTHENTICATED", "true")
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -247,4 +249,47 @@ fn bad_configuration_fails_with_one_clear_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("A2A_LISTEN"), "{stderr}");
+}
+
+/// L4: the binary refuses to listen beyond loopback without `[auth]` (exit 78, the message
+/// naming the fixes), and starts, with a warning, once the operator opts in with
+/// `A2A_ALLOW_UNAUTHENTICATED=true`.
+#[tokio::test]
+async fn an_open_gateway_beyond_loopback_needs_the_opt_in() {
+    let output = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+        .env_remove("A2A_CONFIG")
+        .env_remove("A2A_DATABASE_URL")
+        .env_remove("A2A_REDIS_URL")
+        .env_remove("A2A_ALLOW_UNAUTHENTICATED")
+        .env("A2A_LISTEN", "0.0.0.0:0")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the gateway binary runs");
+    assert_eq!(output.status.code(), Some(78), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("A2A_ALLOW_UNAUTHENTICATED=true"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("[auth]"), "{stderr}");
+
+    let (_proc, lines) = spawn_lines(
+        &[
+            ("A2A_LISTEN", "0.0.0.0:0"),
+            ("A2A_ALLOW_UNAUTHENTICATED", "true"),
+        ],
+        2,
+    );
+    assert!(lines[0].contains("listening on"), "{lines:?}");
+    assert!(lines[1].contains("shares one owner"), "{lines:?}");
+    let port = listening_addr(&lines[0])
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .to_owned();
+    let health = reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
 }

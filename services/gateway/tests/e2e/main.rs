@@ -4,6 +4,7 @@
 mod harness;
 mod issuer;
 
+mod abuse;
 mod auth;
 mod binary;
 mod card;

@@ -256,6 +256,7 @@ async fn a_client_ip_is_limited_before_authentication() {
 [limits.rate]
 ip = {{ rate = 0.1, burst = 5 }}
 client_ip_header = \"X-Forwarded-For\"
+trusted_proxies = [\"127.0.0.1\"]
 "
     ))
     .await;

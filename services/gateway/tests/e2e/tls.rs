@@ -566,3 +566,92 @@ async fn per_ip_rate_limits_apply_over_tls() {
         other => panic!("expected the IP's rate limit, got {other:?}"),
     }
 }
+
+/// Reads until the peer closes (EOF, close_notify or reset); whether it did within `within`.
+async fn tls_closed_within(tls: &mut Tls, within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(within, async {
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+/// The abuse suite over TLS (M2): a client that never starts its handshake is closed within
+/// the handshake timeout; one that completes it and then sends nothing, or half a head, within
+/// the header-read timeout, on HTTP/1.1 and HTTP/2 alike.
+#[tokio::test]
+async fn slow_tls_clients_are_closed_within_their_timeouts() {
+    let gw = TlsGateway::start_with(
+        "[limits.connections]\ntls_handshake_timeout_ms = 400\nheader_read_timeout_ms = 400\n\
+         idle_timeout_ms = 400\n",
+    )
+    .await;
+    let mut silent = TcpStream::connect(gw.addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let closed = tokio::time::timeout(Duration::from_secs(3), silent.read(&mut buf)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
+        "no handshake: closed"
+    );
+    let (_, mut quiet) = connect(&gw, None, &["http/1.1"]).await.unwrap();
+    let (_, mut half) = connect(&gw, None, &["http/1.1"]).await.unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+        .await
+        .unwrap();
+    half.flush().await.unwrap();
+    let (_, mut h2_quiet) = connect(&gw, None, &["h2"]).await.unwrap();
+    for (name, tls) in [
+        ("handshake, then nothing", &mut quiet),
+        ("half a head", &mut half),
+        ("h2, then nothing", &mut h2_quiet),
+    ] {
+        assert!(
+            tls_closed_within(tls, Duration::from_secs(3)).await,
+            "{name}: still open after 3 s"
+        );
+    }
+    // A request that comes in time is served.
+    let (_, mut prompt) = connect(&gw, None, &["http/1.1"]).await.unwrap();
+    assert!(
+        request(&mut prompt, "/healthz")
+            .await
+            .starts_with("HTTP/1.1 200")
+    );
+}
+
+/// At most `max_tls_handshakes` handshakes run at once: while silent clients hold them, a new
+/// connection is closed at once; once they time out, handshakes succeed again.
+#[tokio::test]
+async fn tls_handshakes_are_capped() {
+    let gw = TlsGateway::start_with(
+        "[limits.connections]\nmax_tls_handshakes = 2\ntls_handshake_timeout_ms = 1500\n",
+    )
+    .await;
+    let silent: Vec<TcpStream> =
+        futures::future::join_all((0..2).map(|_| TcpStream::connect(gw.addr)))
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = std::time::Instant::now();
+    assert!(
+        connect(&gw, None, &["http/1.1"]).await.is_err(),
+        "refused while two handshakes are pending"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    assert!(
+        http1_get(&gw, None, "/healthz")
+            .await
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
+    drop(silent);
+}

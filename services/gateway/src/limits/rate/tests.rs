@@ -110,7 +110,8 @@ fn the_client_ip_header_wins_when_configured() {
     assert_eq!(off.client_ip(&headers, Some(peer)), Some(peer));
     let on = RateConfig {
         client_ip_header: Some("X-Forwarded-For".into()),
-        ..rl_off
+        trusted_proxies: vec!["127.0.0.1".into()],
+        ..rl_off.clone()
     };
     let on = RateLimiter::start(&on, CancellationToken::new()).unwrap();
     assert_eq!(
@@ -129,6 +130,8 @@ fn bad_limits_are_refused() {
         "[limits.rate]\ncosts = { GetTask = 0 }",
         "[limits.rate]\n[[limits.rate.overrides]]\nrate = 1\nburst = 5",
         "[limits.rate]\nbackend = \"memcached\"",
+        "[limits.rate]\ntrusted_proxies = [\"10.0.0.0/33\"]",
+        "[limits.rate]\nipv6_prefix = 129",
     ] {
         assert!(FileConfig::parse(bad).is_err(), "{bad}");
     }
