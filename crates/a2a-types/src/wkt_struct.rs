@@ -85,9 +85,11 @@ impl Value {
         match &self.kind {
             Some(Kind::NumberValue(x)) if !x.is_finite() => Some(String::new()),
             Some(Kind::StructValue(s)) => s.non_finite(),
-            Some(Kind::ListValue(l)) => l.values.iter().enumerate().find_map(|(i, v)| {
-                v.non_finite().map(|path| format!("[{i}]{path}"))
-            }),
+            Some(Kind::ListValue(l)) => l
+                .values
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| v.non_finite().map(|path| format!("[{i}]{path}"))),
             _ => None,
         }
     }
@@ -455,8 +457,10 @@ mod tests {
             Some(Kind::StructValue(s)) => s,
             _ => unreachable!(),
         };
-        s.fields
-            .insert("c d".into(), vec![Value::from(1.0), Value::from(f64::NAN)].into());
+        s.fields.insert(
+            "c d".into(),
+            vec![Value::from(1.0), Value::from(f64::NAN)].into(),
+        );
         assert_eq!(s.non_finite().as_deref(), Some(r#"["c d"][1]"#));
         let v = Value::from(s.clone());
         assert!(serde_json::to_string(&v).is_err());

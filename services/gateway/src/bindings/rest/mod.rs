@@ -12,7 +12,7 @@
 //! Order of checks: path (404/405), body size (413), `A2A-Version`, `A2A-Extensions`,
 //! `Content-Type`, then decoding and the service call.
 
-mod errors;
+pub(crate) mod errors;
 mod query;
 mod routes;
 mod v03;
