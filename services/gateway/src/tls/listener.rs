@@ -21,7 +21,16 @@ const BACKLOG: usize = 128;
 
 pub struct TlsListener {
     local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(TlsStream<TcpStream>, TlsAddr)>,
+}
+
+/// What the listener hands axum beside each connection: the remote address and the client
+/// certificate, read once when the handshake finishes (with the client CAs it was accepted
+/// with).
+#[derive(Debug, Clone)]
+pub struct TlsAddr {
+    remote: SocketAddr,
+    client: Option<ClientCert>,
 }
 
 impl TlsListener {
@@ -38,7 +47,7 @@ impl TlsListener {
 async fn accept_loop(
     tcp: TcpListener,
     tls: ServerTls,
-    tx: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
+    tx: mpsc::Sender<(TlsStream<TcpStream>, TlsAddr)>,
 ) {
     loop {
         let (stream, remote) = tokio::select! {
@@ -54,12 +63,15 @@ async fn accept_loop(
             },
         };
         let _ = stream.set_nodelay(true);
-        let acceptor = TlsAcceptor::from(tls.config());
+        let loaded = tls.loaded();
+        let acceptor = TlsAcceptor::from(loaded.server);
+        let anchors = loaded.client_anchors;
         let tx = tx.clone();
         tokio::spawn(async move {
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                 Ok(Ok(tls)) => {
-                    let _ = tx.send((tls, remote)).await;
+                    let client = client_cert(&tls, anchors.as_deref());
+                    let _ = tx.send((tls, TlsAddr { remote, client })).await;
                 }
                 Ok(Err(e)) => {
                     metrics::counter!("a2a_tls_handshake_failures_total", "reason" => "failed")
@@ -76,9 +88,26 @@ async fn accept_loop(
     }
 }
 
+/// The verified client certificate of a connection, if it presented one (present only if it
+/// verified against the client CA: otherwise no handshake).
+fn client_cert(
+    tls: &TlsStream<TcpStream>,
+    anchors: Option<&super::ClientAnchors>,
+) -> Option<ClientCert> {
+    let (_, session) = tls.get_ref();
+    let chain = session.peer_certificates()?;
+    match anchors?.client_cert(chain) {
+        Ok(cert) => Some(cert),
+        Err(e) => {
+            tracing::warn!(error = %e, "client certificate unreadable");
+            None
+        }
+    }
+}
+
 impl axum::serve::Listener for TlsListener {
     type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
+    type Addr = TlsAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
         match self.ready.recv().await {
@@ -88,8 +117,12 @@ impl axum::serve::Listener for TlsListener {
         }
     }
 
+    /// The local address (no client certificate).
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        Ok(TlsAddr {
+            remote: self.local,
+            client: None,
+        })
     }
 }
 
@@ -103,21 +136,10 @@ pub struct TlsPeer {
 
 impl Connected<IncomingStream<'_, TlsListener>> for TlsPeer {
     fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        let (_, session) = stream.io().get_ref();
-        // Present only if it verified against the client CA (otherwise no handshake).
-        let client = session
-            .peer_certificates()
-            .and_then(|chain| chain.first())
-            .and_then(|leaf| match super::distinguished_name(leaf) {
-                Ok(subject) => Some(ClientCert { subject }),
-                Err(e) => {
-                    tracing::warn!(error = %e, "client certificate subject unreadable");
-                    None
-                }
-            });
+        let addr = stream.remote_addr();
         Self {
-            remote: *stream.remote_addr(),
-            client,
+            remote: addr.remote,
+            client: addr.client.clone(),
         }
     }
 }

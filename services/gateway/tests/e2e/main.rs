@@ -18,6 +18,7 @@ mod isolation;
 mod lifecycle;
 mod listing;
 mod metrics;
+mod owners;
 mod poison;
 mod postgres;
 mod push_configs;
