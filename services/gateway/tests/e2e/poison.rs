@@ -329,3 +329,168 @@ async fn a_panic_in_a_task_runner_fails_the_task() {
     assert_eq!(state(&next), "TASK_STATE_COMPLETED", "{next}");
     gw.stop().await;
 }
+
+/// A real gRPC upstream whose answers carry NaN in an artifact's data part (what a buggy or
+/// hostile agent can send: protobuf carries it).
+struct NanUpstream;
+
+#[tonic::async_trait]
+impl a2a_types::v1::a2a_service_server::A2aService for NanUpstream {
+    async fn send_message(
+        &self,
+        _: Request<SendMessageRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::SendMessageResponse>, tonic::Status> {
+        use a2a_types::v1::{Artifact, Task, TaskState, TaskStatus};
+        let task = Task {
+            id: "up-1".into(),
+            context_id: "ctx-1".into(),
+            status: Some(TaskStatus {
+                state: TaskState::Completed as i32,
+                ..Default::default()
+            }),
+            artifacts: vec![Artifact {
+                artifact_id: "a".into(),
+                parts: vec![Part {
+                    content: Some(part::Content::Data(Value::from(nan_struct("x", f64::NAN)))),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        Ok(tonic::Response::new(a2a_types::v1::SendMessageResponse {
+            payload: Some(send_message_response::Payload::Task(task)),
+        }))
+    }
+    type SendStreamingMessageStream =
+        futures::stream::BoxStream<'static, Result<a2a_types::v1::StreamResponse, tonic::Status>>;
+    async fn send_streaming_message(
+        &self,
+        _: Request<SendMessageRequest>,
+    ) -> Result<tonic::Response<Self::SendStreamingMessageStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented("no streaming"))
+    }
+    async fn get_task(
+        &self,
+        r: Request<a2a_types::v1::GetTaskRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::Task>, tonic::Status> {
+        Err(a2a_types::A2aError::task_not_found(&r.into_inner().id).into())
+    }
+    async fn list_tasks(
+        &self,
+        _: Request<a2a_types::v1::ListTasksRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::ListTasksResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn cancel_task(
+        &self,
+        _: Request<CancelTaskRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::Task>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    type SubscribeToTaskStream =
+        futures::stream::BoxStream<'static, Result<a2a_types::v1::StreamResponse, tonic::Status>>;
+    async fn subscribe_to_task(
+        &self,
+        _: Request<a2a_types::v1::SubscribeToTaskRequest>,
+    ) -> Result<tonic::Response<Self::SubscribeToTaskStream>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn create_task_push_notification_config(
+        &self,
+        _: Request<a2a_types::v1::TaskPushNotificationConfig>,
+    ) -> Result<tonic::Response<a2a_types::v1::TaskPushNotificationConfig>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn get_task_push_notification_config(
+        &self,
+        _: Request<a2a_types::v1::GetTaskPushNotificationConfigRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::TaskPushNotificationConfig>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn list_task_push_notification_configs(
+        &self,
+        _: Request<a2a_types::v1::ListTaskPushNotificationConfigsRequest>,
+    ) -> Result<
+        tonic::Response<a2a_types::v1::ListTaskPushNotificationConfigsResponse>,
+        tonic::Status,
+    > {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn get_extended_agent_card(
+        &self,
+        _: Request<a2a_types::v1::GetExtendedAgentCardRequest>,
+    ) -> Result<tonic::Response<a2a_types::v1::AgentCard>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+    async fn delete_task_push_notification_config(
+        &self,
+        _: Request<a2a_types::v1::DeleteTaskPushNotificationConfigRequest>,
+    ) -> Result<tonic::Response<pbjson_types::Empty>, tonic::Status> {
+        Err(tonic::Status::unimplemented(""))
+    }
+}
+
+/// An upstream's NaN never reaches the ledger: the turn fails saying where, and the task is
+/// FAILED and readable on every binding (before, it was stored and JSON readers got -32603).
+#[tokio::test]
+async fn an_upstream_event_with_nan_fails_the_turn_and_the_task_stays_readable() {
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_addr = grpc.local_addr().unwrap();
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(a2a_types::v1::a2a_service_server::A2aServiceServer::new(
+                NanUpstream,
+            ))
+            .serve_with_incoming(tonic::transport::server::TcpIncoming::from(grpc)),
+    );
+    let card_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let card_url = format!("http://{}", card_listener.local_addr().unwrap());
+    let card = json!({
+        "name": "nan", "description": "sends NaN", "version": "1",
+        "supportedInterfaces": [{"url": format!("http://{grpc_addr}"),
+            "protocolBinding": "GRPC", "protocolVersion": "1.0"}],
+        "capabilities": {}, "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"], "skills": [],
+    });
+    let app = axum::Router::new().route(
+        "/.well-known/agent-card.json",
+        axum::routing::get(move || {
+            let card = card.clone();
+            async move { axum::Json(card) }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(card_listener, app).await });
+    let gw = TestGateway::with_config(&format!(
+        "[[agents]]\nname = \"up\"\ncard_url = \"{card_url}\"\nbindings = [\"GRPC\"]\n\
+         health_interval_secs = 1\n"
+    ))
+    .await;
+    let resp = gw
+        .rpc(
+            "SendMessage",
+            json!({"tenant": "up", "message": {"messageId": "m", "role": "ROLE_USER",
+                "parts": [{"text": "hi"}]}}),
+        )
+        .await;
+    // Either the caller is told at once (the task did not exist yet), or the task is FAILED,
+    // saying where the NaN was; in both cases every task is readable.
+    let text = resp.to_string();
+    assert!(text.contains("artifact.parts[0].data.x"), "{resp}");
+    if let Some(task) = resp["result"].get("task") {
+        assert_eq!(state(task), "TASK_STATE_FAILED", "{resp}");
+        let id = task["id"].as_str().unwrap();
+        let got = gw.ok("GetTask", json!({"id": id})).await;
+        assert_eq!(state(&got), "TASK_STATE_FAILED", "{got}");
+        let rest = gw
+            .client
+            .get(gw.url(&format!("/a2a/rest/tasks/{id}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(rest.status(), 200);
+    }
+    let listed = gw.ok("ListTasks", json!({})).await;
+    assert!(listed["tasks"].is_array(), "{listed}");
+    gw.stop().await;
+}
