@@ -78,20 +78,21 @@ where
 
     fn call(&mut self, req: Request) -> Self::Future {
         let binding = Binding::of(&req);
-        let path = req.uri().path().to_owned();
+        // Kept for the log of a panic: a clone of the URI shares its bytes (no copy).
+        let uri = req.uri().clone();
         // A panic in `call` itself (before a future exists) is caught too.
         match std::panic::catch_unwind(AssertUnwindSafe(|| self.inner.call(req))) {
             Ok(future) => Caught {
                 inner: Some(AssertUnwindSafe(future).catch_unwind()),
                 binding,
-                path,
+                uri,
             },
             Err(panic) => {
-                answer_logged(binding, &path, panic);
+                answer_logged(binding, &uri, panic);
                 Caught {
                     inner: None,
                     binding,
-                    path,
+                    uri,
                 }
             }
         }
@@ -104,7 +105,7 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: Option<CatchUnwind<AssertUnwindSafe<F>>>,
         binding: Binding,
-        path: String,
+        uri: http::Uri,
     }
 }
 
@@ -121,12 +122,13 @@ where
         };
         match ready!(inner.poll(cx)) {
             Ok(result) => Poll::Ready(result),
-            Err(panic) => Poll::Ready(Ok(answer_logged(*this.binding, this.path, panic))),
+            Err(panic) => Poll::Ready(Ok(answer_logged(*this.binding, this.uri, panic))),
         }
     }
 }
 
-fn answer_logged(binding: Binding, path: &str, panic: Box<dyn Any + Send>) -> Response {
+fn answer_logged(binding: Binding, uri: &http::Uri, panic: Box<dyn Any + Send>) -> Response {
+    let path = uri.path();
     let what = panic
         .downcast_ref::<&str>()
         .copied()

@@ -148,30 +148,46 @@ pub fn non_finite_struct(s: Option<&Struct>, field: &str) -> Option<String> {
         .map(|path| format!("{field}{path}"))
 }
 
-fn non_finite_parts(parts: &[Part], field: &str) -> Option<String> {
+/// The first NaN or ±Infinity of `parts` (data, then metadata of each), as a path below the
+/// parts (`.parts[1].data.x`). Nothing is allocated unless one is found: this runs on every
+/// send and every agent event.
+fn non_finite_parts(parts: &[Part]) -> Option<String> {
     parts.iter().enumerate().find_map(|(i, p)| {
-        let data = match &p.content {
-            Some(part::Content::Data(v)) => v.non_finite(),
-            _ => None,
-        };
-        data.map(|path| format!("{field}.parts[{i}].data{path}"))
-            .or_else(|| {
-                non_finite_struct(p.metadata.as_ref(), &format!("{field}.parts[{i}].metadata"))
-            })
+        if let Some(part::Content::Data(v)) = &p.content
+            && let Some(path) = v.non_finite()
+        {
+            return Some(format!(".parts[{i}].data{path}"));
+        }
+        p.metadata
+            .as_ref()
+            .and_then(Struct::non_finite)
+            .map(|path| format!(".parts[{i}].metadata{path}"))
     })
 }
 
 /// Where the first NaN or ±Infinity of a message is (its parts' data and metadata, its
 /// metadata), named below `field`.
 pub fn non_finite_message(m: &Message, field: &str) -> Option<String> {
-    non_finite_parts(&m.parts, field)
-        .or_else(|| non_finite_struct(m.metadata.as_ref(), &format!("{field}.metadata")))
+    non_finite_parts(&m.parts)
+        .or_else(|| {
+            m.metadata
+                .as_ref()
+                .and_then(Struct::non_finite)
+                .map(|p| format!(".metadata{p}"))
+        })
+        .map(|path| format!("{field}{path}"))
 }
 
 /// As [`non_finite_message`], for an artifact.
 pub fn non_finite_artifact(a: &Artifact, field: &str) -> Option<String> {
-    non_finite_parts(&a.parts, field)
-        .or_else(|| non_finite_struct(a.metadata.as_ref(), &format!("{field}.metadata")))
+    non_finite_parts(&a.parts)
+        .or_else(|| {
+            a.metadata
+                .as_ref()
+                .and_then(Struct::non_finite)
+                .map(|p| format!(".metadata{p}"))
+        })
+        .map(|path| format!("{field}{path}"))
 }
 
 /// A send carries no NaN or ±Infinity (gRPC can encode them in a `Value`; nothing else that
