@@ -329,6 +329,46 @@ async fn two_trusted_cas_issuing_one_subject_are_two_owners() {
     );
 }
 
+/// H2 with a client certificate: a service's certificate AND each user's own key. The users
+/// of the one certificate are separate owners on every binding (the owner was the certificate's
+/// principal alone, `mtls` sorting before `user`).
+#[tokio::test]
+async fn users_behind_one_client_certificate_are_separate_owners() {
+    let gw = TlsGateway::start_with(
+        r#"
+[auth]
+requirements = [{ mtls = [], user = [] }]
+[auth.schemes.user]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-User-Key" } }
+keys = [{ id = "alice", key = "alice-secret" }, { id = "bob", key = "bob-secret" }]
+"#,
+    )
+    .await;
+    let service = gw.ca.client("frontend-service", false);
+    for kind in BINDINGS {
+        let user = |key: &str| {
+            gw.client(kind, &gw.tls(Some(service.clone())))
+                .with_header("x-user-key", key)
+                .unwrap()
+        };
+        assert_separate_owners(
+            &user("alice-secret"),
+            &user("bob-secret"),
+            &format!("{kind:?}"),
+        )
+        .await;
+        // The certificate alone no longer meets the requirement.
+        let bare = gw.client(kind, &gw.tls(Some(service.clone())));
+        assert!(
+            matches!(
+                send(&bare).await,
+                Err(ClientError::A2a(A2aError::Unauthenticated(_)))
+            ),
+            "{kind:?}"
+        );
+    }
+}
+
 /// A certificate the client CRL revokes fails the handshake; another of the same CA passes.
 #[tokio::test]
 async fn a_revoked_client_certificate_is_refused() {
