@@ -376,7 +376,15 @@ async fn a_revoked_client_certificate_is_refused() {
     let revoked = ca.client_serial("mallory", false, Some(4242));
     let good = ca.client_serial("alice", false, Some(7));
     let crl = ca.crl(&[4242]);
-    let with_crl = TlsGateway::start_full("", ca, &[], Some(crl)).await;
+    // A second trusted CA, with no CRL in the file: its certificates' status is unknown.
+    let partner = Ca::new("partner CA without a CRL");
+    let with_crl = TlsGateway::start_full("", ca, &[&partner], Some(crl)).await;
+    assert!(
+        http1_get(&with_crl, Some(partner.client("eve", false)), "/healthz")
+            .await
+            .is_err(),
+        "a certificate whose revocation status is unknown is refused"
+    );
     let err = http1_get(&with_crl, Some(revoked.clone()), "/healthz")
         .await
         .expect_err("a revoked certificate is refused");
