@@ -45,6 +45,16 @@ const STATES: [(&str, &str); 9] = [
     ("TASK_STATE_UNSPECIFIED", "unknown"),
 ];
 
+/// A 1.0 value as JSON for the 0.3 rewrite, never failing: NaN and ±Infinity (which the edge
+/// refuses, but a task stored before that may hold) print as `null` (see
+/// [`crate::wkt::lossy`]); a value that still does not print (an enum number outside its
+/// enum) becomes `null` as a whole.
+pub(crate) fn to_value_lossy<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v)
+        .or_else(|_| crate::wkt::lossy(|| serde_json::to_value(v)))
+        .unwrap_or(Value::Null)
+}
+
 fn obj(v: &Value) -> Map<String, Value> {
     v.as_object().cloned().unwrap_or_default()
 }

@@ -7,7 +7,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub use crate::wkt_struct::{ListValue, NullValue, Struct, Value, value};
+pub use crate::wkt_struct::{ListValue, NullValue, Struct, Value, lossy, value};
 
 /// Wire-compatible with `google.protobuf.Timestamp` (same field numbers), so the generated A2A
 /// messages can use it in place of `pbjson_types::Timestamp`.

@@ -76,6 +76,60 @@ impl Value {
     pub fn null() -> Self {
         Kind::NullValue(NullValue::NullValue as i32).into()
     }
+
+    /// Where the first NaN or ±Infinity in this value is, as a path below it (`""` for the
+    /// value itself, `.a[2].b` inside it); `None` when every number is finite. JSON cannot
+    /// carry such a number, and ProtoJSON refuses to print one, but protobuf's binary form
+    /// (gRPC) can: what comes from there is checked with this before it is kept.
+    pub fn non_finite(&self) -> Option<String> {
+        match &self.kind {
+            Some(Kind::NumberValue(x)) if !x.is_finite() => Some(String::new()),
+            Some(Kind::StructValue(s)) => s.non_finite(),
+            Some(Kind::ListValue(l)) => l
+                .values
+                .iter()
+                .enumerate()
+                .find_map(|(i, v)| v.non_finite().map(|path| format!("[{i}]{path}"))),
+            _ => None,
+        }
+    }
+}
+
+impl Struct {
+    /// As [`Value::non_finite`]: the path of the first NaN or ±Infinity (`.key...`).
+    pub fn non_finite(&self) -> Option<String> {
+        self.fields.iter().find_map(|(k, v)| {
+            v.non_finite().map(|path| {
+                if k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !k.is_empty() {
+                    format!(".{k}{path}")
+                } else {
+                    // A key that is not a plain name is quoted (JSON string form).
+                    let quoted = serde_json::to_string(k).unwrap_or_default();
+                    format!("[{quoted}]{path}")
+                }
+            })
+        })
+    }
+}
+
+thread_local! {
+    /// Set while [`lossy`] runs: a non-finite number prints as `null` instead of failing.
+    static LOSSY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` (a serialisation) with NaN and ±Infinity in a `Value` printed as `null`, as
+/// `serde_json` prints a non-finite `f64`, instead of failing. For output that must not fail
+/// (a task stored before non-finite numbers were refused is still readable); never for what
+/// must be exact (a fingerprint, a signature).
+pub fn lossy<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LOSSY.with(|l| l.set(self.0));
+        }
+    }
+    let _reset = Reset(LOSSY.with(|l| l.replace(true)));
+    f()
 }
 
 // ---- constructors ---------------------------------------------------------------------------
@@ -130,7 +184,8 @@ impl From<serde_json::Value> for Value {
             serde_json::Value::Null => Value::null(),
             serde_json::Value::Bool(b) => b.into(),
             // Without serde_json's `arbitrary_precision`, every number has an f64 form.
-            serde_json::Value::Number(n) => n.as_f64().unwrap_or(f64::NAN).into(),
+            // (A number without one would be `null`, never NaN: NaN has no JSON form.)
+            serde_json::Value::Number(n) => n.as_f64().map_or_else(Value::null, Value::from),
             serde_json::Value::String(s) => s.into(),
             serde_json::Value::Array(a) => {
                 a.into_iter().map(Value::from).collect::<ListValue>().into()
@@ -198,9 +253,15 @@ impl Serialize for Value {
             Some(Kind::StringValue(s)) => serializer.serialize_str(s),
             Some(Kind::StructValue(s)) => s.serialize(serializer),
             Some(Kind::ListValue(l)) => l.serialize(serializer),
-            Some(Kind::NumberValue(x)) if !x.is_finite() => Err(ser::Error::custom(format!(
-                "google.protobuf.Value cannot hold the number {x}"
-            ))),
+            Some(Kind::NumberValue(x)) if !x.is_finite() => {
+                if LOSSY.with(std::cell::Cell::get) {
+                    serializer.serialize_unit()
+                } else {
+                    Err(ser::Error::custom(format!(
+                        "google.protobuf.Value cannot hold the number {x}"
+                    )))
+                }
+            }
             Some(Kind::NumberValue(x)) => match as_integer(*x) {
                 Some(i) => serializer.serialize_i64(i),
                 None => serializer.serialize_f64(*x),
@@ -386,6 +447,31 @@ mod tests {
             let l: ListValue = vec![Value::from(x)].into_iter().collect();
             assert!(serde_json::to_string(&l).is_err());
         }
+    }
+
+    #[test]
+    fn non_finite_numbers_are_found_and_printed_as_null_when_lossy() {
+        let doc: Value = serde_json::from_str(r#"{"a":[1,{"b":2}],"c d":{"e":3}}"#).unwrap();
+        assert_eq!(doc.non_finite(), None);
+        let mut s = match doc.kind {
+            Some(Kind::StructValue(s)) => s,
+            _ => unreachable!(),
+        };
+        s.fields.insert(
+            "c d".into(),
+            vec![Value::from(1.0), Value::from(f64::NAN)].into(),
+        );
+        assert_eq!(s.non_finite().as_deref(), Some(r#"["c d"][1]"#));
+        let v = Value::from(s.clone());
+        assert!(serde_json::to_string(&v).is_err());
+        let printed = lossy(|| serde_json::to_string(&v)).unwrap();
+        assert_eq!(printed, r#"{"a":[1,{"b":2}],"c d":[1,null]}"#);
+        // Strict again afterwards, also after a panic inside.
+        assert!(serde_json::to_string(&v).is_err());
+        let _ = std::panic::catch_unwind(|| lossy(|| panic!("inside")));
+        assert!(serde_json::to_string(&v).is_err());
+        let inf = Struct::from_iter([("x".to_owned(), Value::from(f64::NEG_INFINITY))]);
+        assert_eq!(inf.non_finite().as_deref(), Some(".x"));
     }
 
     #[test]

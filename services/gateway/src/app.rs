@@ -318,6 +318,8 @@ pub fn router(svc: A2aService) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .with_state(svc)
         .merge(grpc)
+        // Outermost: a handler's panic is answered in its binding's format (`panics`).
+        .layer(crate::panics::CatchPanicLayer)
 }
 
 /// `/healthz` (the process is up) and `/readyz` (the task store answers on its dedicated

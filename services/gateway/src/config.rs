@@ -75,6 +75,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
          (`mutualTLS` schemes) ([tls] client_ca)",
     ),
     (
+        "A2A_TLS_CLIENT_CRL",
+        "PEM certificate revocation lists of the client CAs: a revoked client certificate \
+         fails the handshake; reloaded when it changes ([tls] client_crl; needs a client CA)",
+    ),
+    (
         "A2A_ALLOW_UNAUTHENTICATED",
         "true = start although the public listener is beyond loopback and no [auth] is \
          configured (every caller is then `anonymous`); default false \
@@ -361,6 +366,7 @@ fn tls_config(
             cert: cert.into(),
             key: key.into(),
             client_ca: file.as_ref().and_then(|f| f.client_ca.clone()),
+            client_crl: file.as_ref().and_then(|f| f.client_crl.clone()),
             reload_interval_ms: file.as_ref().map_or(10_000, |f| f.reload_interval_ms),
         }),
         (None, None) => file,
@@ -376,6 +382,22 @@ fn tls_config(
                 );
             }
         }
+    }
+    if let Some(crl) = env("A2A_TLS_CLIENT_CRL") {
+        match &mut tls {
+            Some(t) => t.client_crl = Some(crl.into()),
+            None => return Err("A2A_TLS_CLIENT_CRL needs TLS and a client CA".into()),
+        }
+    }
+    if let Some(t) = &tls
+        && t.client_crl.is_some()
+        && t.client_ca.is_none()
+    {
+        return Err(
+            "[tls] client_crl (A2A_TLS_CLIENT_CRL) needs a client CA ([tls] client_ca, \
+             A2A_TLS_CLIENT_CA): without one no client certificate is verified"
+                .into(),
+        );
     }
     Ok(tls)
 }
@@ -765,6 +787,28 @@ mod tests {
                 .tls()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_client_crl_needs_a_client_ca() {
+        let pair = [("A2A_TLS_CERT", "/c.pem"), ("A2A_TLS_KEY", "/k.pem")];
+        let mut crl = pair.to_vec();
+        crl.push(("A2A_TLS_CLIENT_CRL", "/crl.pem"));
+        let e = Config::from_parts(FileConfig::default(), env(&crl)).unwrap_err();
+        assert!(e.contains("needs a client CA"), "{e}");
+        crl.push(("A2A_TLS_CLIENT_CA", "/ca.pem"));
+        let c = Config::from_parts(FileConfig::default(), env(&crl)).unwrap();
+        let tls = c.tls().unwrap();
+        assert_eq!(
+            tls.client_crl.as_deref().and_then(|p| p.to_str()),
+            Some("/crl.pem")
+        );
+        let e = Config::from_parts(
+            FileConfig::default(),
+            env(&[("A2A_TLS_CLIENT_CRL", "/crl.pem")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("A2A_TLS_CLIENT_CRL needs TLS"), "{e}");
     }
 
     #[test]

@@ -337,7 +337,8 @@ async fn secure(
         policy.refused("tls_handshakes");
         return;
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    let loaded = tls.loaded();
+    let acceptor = tokio_rustls::TlsAcceptor::from(loaded.server);
     let timeout = policy.inner.limits.tls_handshake_timeout();
     let handshake = tokio::time::timeout(timeout, acceptor.accept(tcp));
     let stream = tokio::select! {
@@ -361,7 +362,7 @@ async fn secure(
         }
     };
     let h2 = TlsPeer::is_h2(&stream);
-    let peer = Peer::Tls(TlsPeer::of(&stream, remote));
+    let peer = Peer::Tls(TlsPeer::of(&stream, remote, loaded.client_anchors.as_deref()));
     let io = TokioIo::new(stream);
     if h2 {
         Box::pin(http2_conn(io, peer, router, policy, shutdown)).await

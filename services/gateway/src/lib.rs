@@ -11,6 +11,7 @@ pub mod fuzzing;
 pub mod keys;
 pub mod limits;
 pub mod metrics;
+pub mod panics;
 pub mod retention;
 pub mod service;
 pub mod signing;

@@ -147,7 +147,8 @@ pub fn upstream_call(
 
 /// An upstream card refused because its signature did not verify with the keys trusted for
 /// the agent (`a2a_upstream_card_rejected_total{agent,reason}`; reason: `unsigned`,
-/// `malformed`, `unknown_key`, `bad_signature`, `keys_unavailable`).
+/// `malformed`, `unknown_key`, `bad_signature`, `keys_unavailable`), or because credentials
+/// would go to it over plain http (`insecure_credentials`).
 pub fn upstream_card_rejected(agent: &str, reason: &'static str) {
     metrics::counter!(
         "a2a_upstream_card_rejected_total",

@@ -22,7 +22,7 @@ pub const PROTOCOL_VERSION: &str = "0.3.0";
 /// where the tenant becomes a path segment (`{url}/{tenant}`, under which the 0.3 client adds
 /// `/v1/…`); JSON-RPC and gRPC cannot carry it, so they are not offered.
 pub fn combined(card: &AgentCard, bindings_03: &[&str]) -> Value {
-    let mut v = serde_json::to_value(card).expect("an AgentCard always serialises");
+    let mut v = super::to_value_lossy(card);
     let served: Vec<AgentInterface> = card
         .supported_interfaces
         .iter()

@@ -120,7 +120,7 @@ pub fn push_config_request(body: &Value, task_id: &str) -> Result<Value> {
 // === results: the 1.0 types → 0.3 ProtoJSON ===
 
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).expect("the 1.0 types always serialise")
+    crate::v03::to_value_lossy(v)
 }
 
 /// A Task as 0.3 ProtoJSON.

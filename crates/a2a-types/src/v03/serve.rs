@@ -200,7 +200,7 @@ pub fn list_push_configs_task(p: &Value) -> Result<Value> {
 // === results: 1.0 → 0.3 ===
 
 fn to_value<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).expect("the 1.0 types always serialise")
+    crate::v03::to_value_lossy(v)
 }
 
 /// A Task in the 0.3 shape (`kind: task`).
@@ -401,5 +401,22 @@ mod tests {
             stream_event(&ev(TaskState::Working), StreamEnd::Settled)["final"],
             false
         );
+    }
+
+    #[test]
+    fn a_task_with_a_non_finite_number_still_prints() {
+        use crate::wkt::{Struct, Value as PbValue};
+        let metadata: Struct = [("x".to_owned(), PbValue::from(f64::NAN))]
+            .into_iter()
+            .collect();
+        let t = Task {
+            id: "t".into(),
+            metadata: Some(metadata),
+            ..Default::default()
+        };
+        let v = task(&t);
+        assert_eq!(v["id"], "t");
+        assert_eq!(v["metadata"], json!({"x": null}));
+        assert_eq!(super::super::rest::task(&t)["metadata"], json!({"x": null}));
     }
 }

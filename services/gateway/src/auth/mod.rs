@@ -49,7 +49,8 @@ impl KeyDirectory for a2a_store::PgApiKeys {
 
 /// The authenticated caller: `apikey:<scheme>:config:<id>` or `apikey:<scheme>:db:<id>` (see
 /// [`api_key_principal`]), `mtls:<scheme>:<subject DN>` (see [`mtls_principal`]), or
-/// `<issuer>|<subject>`.
+/// `<issuer>|<subject>`; for an AND-set of several schemes, all of its principals (see
+/// [`set_owner`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
     pub owner: String,
@@ -249,11 +250,11 @@ impl Authenticator {
         }
         let mut lacking: Option<Vec<&str>> = None;
         for set in &self.requirements {
-            let mut owner = None;
+            let mut principals = Vec::with_capacity(set.len());
             let mut missing = Vec::new();
             let satisfied = set.iter().all(|(i, scopes)| match &results[*i] {
                 Ok(Some(id)) => {
-                    owner.get_or_insert_with(|| id.principal.clone());
+                    principals.push(id.principal.as_str());
                     missing.extend(missing_scopes(scopes, &id.scopes));
                     true
                 }
@@ -268,7 +269,7 @@ impl Authenticator {
                     })
                     .collect();
                 return Ok(Principal {
-                    owner: owner.expect("a requirement set is never empty"),
+                    owner: set_owner(&principals),
                     grants,
                 });
             }
@@ -464,11 +465,33 @@ pub fn api_key_principal(scheme: &str, source: KeySource, id: &str) -> String {
 }
 
 /// The owner of what a client certificate does: `mtls:<scheme>:<subject>`, the subject as an
-/// RFC 4514 distinguished name (`CN=alice,O=Example`). The scheme is escaped as in
-/// [`api_key_principal`], so it ends at the second `:`.
-pub fn mtls_principal(scheme: &str, subject: &str) -> String {
+/// RFC 4514 distinguished name (`CN=alice,O=Example`); when `[tls] client_ca` trusts more
+/// than one CA, `mtls:<scheme>:ca=<hex SHA-256 of the CA's SubjectPublicKeyInfo>:<subject>`,
+/// so that two CAs issuing one subject give two owners. The scheme is escaped as in
+/// [`api_key_principal`], so it ends at the second `:`; a subject never starts with `ca=`
+/// (attribute types print upper case, or as dotted numbers), so the two forms never meet.
+pub fn mtls_principal(scheme: &str, cert: &crate::tls::ClientCert) -> String {
     let scheme = scheme.replace('%', "%25").replace(':', "%3A");
-    format!("mtls:{scheme}:{subject}")
+    match &cert.ca {
+        None => format!("mtls:{scheme}:{}", cert.subject),
+        Some(ca) => format!("mtls:{scheme}:ca={ca}:{}", cert.subject),
+    }
+}
+
+/// The owner of a satisfied requirement set: the principal of its one scheme (so the owners of
+/// single-scheme configurations are what they always were), or, for an AND-set, every
+/// principal it proved, in the set's order (by scheme name), as `and:` and a JSON array of
+/// strings: `and:["apikey:app:config:web","https://idp.example|alice"]`. One person is then one
+/// owner: users who share an application key (or a client certificate) beside their own token
+/// are told apart by the token. JSON makes the list unambiguous whatever the principals hold.
+fn set_owner(principals: &[&str]) -> String {
+    match principals {
+        [one] => (*one).to_owned(),
+        all => {
+            let list = serde_json::Value::from(all.to_vec());
+            format!("and:{list}")
+        }
+    }
 }
 
 fn decode_hex(hex: &str) -> Option<[u8; 32]> {
@@ -535,7 +558,7 @@ async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identit
         }
         // The handshake refused a certificate that does not verify; one that is here verified.
         Scheme::MutualTls { scheme } => Ok(creds.client_cert.map(|cert| Identity {
-            principal: mtls_principal(scheme, &cert.subject),
+            principal: mtls_principal(scheme, cert),
             scopes: Vec::new(),
         })),
     }

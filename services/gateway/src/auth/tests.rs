@@ -241,6 +241,7 @@ async fn mutual_tls_is_satisfied_by_a_verified_certificate_only() {
     let h = HeaderMap::new();
     let cert = crate::tls::ClientCert {
         subject: "CN=alice,O=Example".into(),
+        ca: None,
     };
     let with = |client_cert| Credentials {
         headers: &h,
@@ -253,4 +254,79 @@ async fn mutual_tls_is_satisfied_by_a_verified_certificate_only() {
     );
     let none = a.authenticate(with(None)).await.unwrap_err();
     assert!(matches!(none.error, A2aError::Unauthenticated(_)));
+}
+
+#[tokio::test]
+async fn mutual_tls_principals_name_the_ca_when_several_are_trusted() {
+    let a = auth(
+        r#"
+        [schemes.cert]
+        scheme = { mtlsSecurityScheme = {} }
+    "#,
+    );
+    let h = HeaderMap::new();
+    let owner = async |ca: Option<&str>| {
+        let cert = crate::tls::ClientCert {
+            subject: "CN=alice,O=Example".into(),
+            ca: ca.map(str::to_owned),
+        };
+        a.authenticate(Credentials {
+            headers: &h,
+            query: None,
+            client_cert: Some(&cert),
+        })
+        .await
+        .unwrap()
+        .owner
+    };
+    assert_eq!(owner(None).await, "mtls:cert:CN=alice,O=Example");
+    assert_eq!(
+        owner(Some("ab12")).await,
+        "mtls:cert:ca=ab12:CN=alice,O=Example"
+    );
+    assert_ne!(owner(Some("ab12")).await, owner(Some("cd34")).await);
+}
+
+/// An AND-set's owner names every principal it proved: users who share an application key
+/// beside their own key are different owners (H2: the owner was the first scheme's alone).
+#[tokio::test]
+async fn an_and_set_owner_names_every_principal() {
+    let a = auth(
+        r#"
+        requirements = [{ app = [], user = [] }, { user = [] }]
+        [schemes.app]
+        scheme = { apiKeySecurityScheme = { location = "header", name = "X-App-Key" } }
+        keys = [{ id = "web", key = "app-secret" }]
+        [schemes.user]
+        scheme = { apiKeySecurityScheme = { location = "header", name = "X-User-Key" } }
+        keys = [{ id = "alice", key = "alice-secret" }, { id = "bob", key = "bob-secret" }]
+    "#,
+    );
+    let owner = async |app: Option<&'static str>, user: &'static str| {
+        let mut h = HeaderMap::new();
+        if let Some(app) = app {
+            h.insert("x-app-key", HeaderValue::from_static(app));
+        }
+        h.insert("x-user-key", HeaderValue::from_static(user));
+        a.authenticate(Credentials {
+            headers: &h,
+            query: None,
+            client_cert: None,
+        })
+        .await
+        .unwrap()
+        .owner
+    };
+    let alice = owner(Some("app-secret"), "alice-secret").await;
+    let bob = owner(Some("app-secret"), "bob-secret").await;
+    assert_ne!(alice, bob);
+    assert_eq!(
+        alice,
+        r#"and:["apikey:app:config:web","apikey:user:config:alice"]"#
+    );
+    // A single-scheme set keeps the scheme's own principal.
+    assert_eq!(
+        owner(None, "alice-secret").await,
+        "apikey:user:config:alice"
+    );
 }

@@ -322,18 +322,21 @@ async fn dispatch(
 }
 
 pub(super) fn success_body<T: Serialize>(id: &Value, result: &T) -> Vec<u8> {
-    serde_json::to_vec(&Success {
+    let success = Success {
         jsonrpc: "2.0",
         id,
         result,
-    })
-    .unwrap_or_else(|e| {
-        tracing::error!(error = %e, "cannot serialise a result");
-        error_body(
-            id,
-            &A2aError::Internal("cannot serialise the result".into()),
-        )
-    })
+    };
+    // A NaN stored before such numbers were refused prints as null: the task stays readable.
+    serde_json::to_vec(&success)
+        .or_else(|_| a2a_types::wkt::lossy(|| serde_json::to_vec(&success)))
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot serialise a result");
+            error_body(
+                id,
+                &A2aError::Internal("cannot serialise the result".into()),
+            )
+        })
 }
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code","message","data":[ErrorInfo, BadRequest?]}}`.
@@ -425,5 +428,25 @@ mod tests {
             params::<GetTaskRequest>(None, true),
             Err(A2aError::InvalidParams { .. })
         ));
+    }
+
+    /// A task holding a NaN (stored before such numbers were refused at the edge) is still
+    /// answered, the number as null, not -32603.
+    #[test]
+    fn a_stored_nan_prints_as_null() {
+        let task = a2a_types::v1::Task {
+            id: "t".into(),
+            metadata: Some(
+                [("x".to_owned(), a2a_types::wkt::Value::from(f64::NAN))]
+                    .into_iter()
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let body: Value = serde_json::from_slice(&success_body(&Value::from(1), &task)).unwrap();
+        assert_eq!(body["result"]["id"], "t", "{body}");
+        assert_eq!(body["result"]["metadata"]["x"], Value::Null, "{body}");
+        // Strict everywhere else: the fingerprint and signatures still refuse it.
+        assert!(serde_json::to_vec(&task).is_err());
     }
 }

@@ -71,6 +71,13 @@ pub enum Backend {
     Redis,
 }
 
+/// The smallest `rate` accepted: below it the period of one unit (1/rate seconds) is not a
+/// useful limit, and far below it (about 5e-20) it does not fit a `Duration` at all.
+pub const MIN_RATE: f64 = 1e-6;
+/// The longest window (`burst / rate`, the time an empty bucket takes to fill) accepted, in
+/// seconds (about 31 years): the limiter counts it in u64 nanoseconds.
+pub const MAX_WINDOW_SECS: u64 = 1_000_000_000;
+
 /// A rate and a burst: `rate` cost units per second on average, at most `burst` at once.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,8 +211,17 @@ impl RateConfig {
             let Some(Rate { rate, burst }) = rate else {
                 continue;
             };
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(format!("limits.rate.{name}: rate must be positive"));
+            if !(rate.is_finite() && rate >= MIN_RATE) {
+                return Err(format!(
+                    "limits.rate.{name}: rate must be at least {MIN_RATE} (one unit every \
+                     11.6 days) and finite, not {rate}"
+                ));
+            }
+            if f64::from(burst) / rate > MAX_WINDOW_SECS as f64 {
+                return Err(format!(
+                    "limits.rate.{name}: burst / rate (the time an empty bucket takes to fill) \
+                     must be at most {MAX_WINDOW_SECS} s"
+                ));
             }
             if burst < dearest {
                 return Err(format!(

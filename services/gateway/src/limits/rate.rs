@@ -74,10 +74,17 @@ struct Scope<K: Hash + Eq + Clone> {
 
 impl<K: Hash + Eq + Clone> Scope<K> {
     fn new(scope: &'static str, limit: Rate) -> Self {
-        let period = Duration::from_secs_f64(1.0 / limit.rate).max(Duration::from_nanos(1));
+        // The configuration keeps `rate` and the window (burst / rate) in range, so the period
+        // fits; should it not, the longest window governor can count in u64 nanoseconds
+        // stands (no panic from a configured number).
         let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+        let longest = Duration::from_secs(super::config::MAX_WINDOW_SECS) / burst.get();
+        let period = Duration::try_from_secs_f64(1.0 / limit.rate)
+            .unwrap_or(Duration::MAX)
+            .min(longest)
+            .max(Duration::from_nanos(1));
         let quota = Quota::with_period(period)
-            .expect("the period is not zero")
+            .unwrap_or(Quota::per_second(NonZeroU32::MIN))
             .allow_burst(burst);
         let policy = Policy {
             scope,

@@ -113,21 +113,38 @@ pub(super) fn key_of<'a>(
 /// Hex SHA-256 of what a send means: tenant, message (all but its id), configuration and
 /// metadata, as canonical JSON (ProtoJSON with object keys sorted). Not what only carries it:
 /// the JSON-RPC id, headers and their order, the binding.
-pub(super) fn fingerprint(req: &SendMessageRequest) -> String {
+/// Fails (InvalidParams) only for what has no JSON form (NaN or ±Infinity in a `Value`, an
+/// enum number outside its enum), which validation refuses before this runs.
+pub(super) fn fingerprint(req: &SendMessageRequest) -> Result<String, A2aError> {
     let mut message = req.message.clone().unwrap_or_default();
     message.message_id.clear();
-    let meaning = serde_json::json!({
-        "tenant": req.tenant,
-        "message": message,
-        "configuration": req.configuration,
-        "metadata": req.metadata,
-    });
+    let json = |field: &str, value: Result<serde_json::Value, serde_json::Error>| {
+        value.map_err(|e| A2aError::invalid_params(field, format!("has no JSON form: {e}")))
+    };
+    let meaning = serde_json::Value::Object(serde_json::Map::from_iter([
+        (
+            "tenant".to_owned(),
+            serde_json::Value::from(req.tenant.as_str()),
+        ),
+        (
+            "message".to_owned(),
+            json("message", serde_json::to_value(&message))?,
+        ),
+        (
+            "configuration".to_owned(),
+            json("configuration", serde_json::to_value(&req.configuration))?,
+        ),
+        (
+            "metadata".to_owned(),
+            json("metadata", serde_json::to_value(&req.metadata))?,
+        ),
+    ]));
     let mut canonical = Vec::new();
     write_canonical(&meaning, &mut canonical);
-    Sha256::digest(&canonical)
+    Ok(Sha256::digest(&canonical)
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect()
+        .collect())
 }
 
 /// JSON with object keys in sorted order at every depth: `Struct` values are maps whose
@@ -143,7 +160,8 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                out.extend(serde_json::to_vec(k).expect("a string serialises"));
+                // A JSON value's text (`Display`) cannot fail.
+                out.extend(serde_json::Value::from(k.as_str()).to_string().into_bytes());
                 out.push(b':');
                 write_canonical(v, out);
             }
@@ -159,7 +177,7 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        scalar => out.extend(serde_json::to_vec(scalar).expect("a scalar serialises")),
+        scalar => out.extend(scalar.to_string().into_bytes()),
     }
 }
 
@@ -356,23 +374,23 @@ mod tests {
 
     #[test]
     fn the_fingerprint_is_what_the_send_means() {
-        let base = fingerprint(&send("m1", "hello"));
+        let base = fingerprint(&send("m1", "hello")).unwrap();
         assert_eq!(base.len(), 64);
         assert_eq!(
-            fingerprint(&send("m2", "hello")),
+            fingerprint(&send("m2", "hello")).unwrap(),
             base,
             "not the message id"
         );
-        assert_ne!(fingerprint(&send("m1", "hi")), base, "the parts");
+        assert_ne!(fingerprint(&send("m1", "hi")).unwrap(), base, "the parts");
         let mut other_tenant = send("m1", "hello");
         other_tenant.tenant = "scenario".into();
-        assert_ne!(fingerprint(&other_tenant), base, "the tenant");
+        assert_ne!(fingerprint(&other_tenant).unwrap(), base, "the tenant");
         let mut immediate = send("m1", "hello");
         immediate.configuration = Some(SendMessageConfiguration {
             return_immediately: true,
             ..Default::default()
         });
-        assert_ne!(fingerprint(&immediate), base, "the configuration");
+        assert_ne!(fingerprint(&immediate).unwrap(), base, "the configuration");
     }
 
     #[test]
@@ -380,12 +398,26 @@ mod tests {
         let with = |json: &str| {
             let mut req = send("m1", "hello");
             req.metadata = Some(serde_json::from_str(json).unwrap());
-            fingerprint(&req)
+            fingerprint(&req).unwrap()
         };
         assert_eq!(
             with(r#"{"a":1,"b":{"x":1,"y":2}}"#),
             with(r#"{"b":{"y":2,"x":1},"a":1}"#)
         );
         assert_ne!(with(r#"{"a":1}"#), with(r#"{"a":2}"#));
+    }
+
+    #[test]
+    fn a_non_finite_number_is_an_error_not_a_panic() {
+        let mut req = send("m1", "hello");
+        req.metadata = Some(
+            [("x".to_owned(), a2a_types::wkt::Value::from(f64::NAN))]
+                .into_iter()
+                .collect(),
+        );
+        assert!(matches!(
+            fingerprint(&req),
+            Err(A2aError::InvalidParams { field, .. }) if field == "metadata"
+        ));
     }
 }

@@ -239,10 +239,18 @@ impl A2aService {
         ctx: &RequestContext,
         mut req: SendMessageRequest,
     ) -> Result<Prepared, A2aError> {
+        // First: what cannot be printed as JSON is refused before anything computes with it.
+        validate::finite_send(&req)?;
+        #[cfg(feature = "test-panics")]
+        if let Some(m) = &req.message {
+            crate::panics::test_panic(m, "request");
+        }
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.
-        let key = idempotency::key_of(ctx, &req, idempotency.message_id)
-            .map(|key| (key.to_owned(), idempotency::fingerprint(&req)));
+        let key = match idempotency::key_of(ctx, &req, idempotency.message_id) {
+            Some(key) => Some((key.to_owned(), idempotency::fingerprint(&req)?)),
+            None => None,
+        };
         let limits = &self.inner.config.limits;
         let checked = validate::message(req.message.as_ref(), limits.max_parts)?;
         super::depth::check_request(checked, req.metadata.as_ref())?;
@@ -463,19 +471,86 @@ impl A2aService {
         // context. Without traces, events carry the client's traceparent as it came.
         let span = turn_span(&turn);
         let trace = span.traceparent().or_else(|| turn.traceparent.clone());
+        let owner = turn.owner.clone();
         tokio::spawn(async move {
             // Boxed: a turn's future is large (it holds every state of the runner), and tokio
             // copies a spawned future into its task and copies its stage again as it ends; a box
             // is copied as a pointer.
             let run = Box::pin(svc.run_turn(turn, tx));
-            span.in_span(TRACEPARENT.scope(trace, run)).await;
+            // A panic in the runner (the agent's own is caught inside) would leave the task
+            // claimed here and WORKING under this replica's lease for good: it fails the task.
+            let panicked = AssertUnwindSafe(span.in_span(TRACEPARENT.scope(trace, run)))
+                .catch_unwind()
+                .await
+                .is_err();
             span.end();
+            if panicked {
+                svc.fail_after_panic(&task_id, &owner).await;
+            }
             svc.inner
                 .running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&task_id);
         });
+    }
+
+    /// After its runner panicked: the task (if it exists and has not ended) ends FAILED, so it
+    /// is never left running with no runner. The caller waiting for the turn's first answer
+    /// gets an internal error (its channel closed); the turn's key and quota went with it.
+    async fn fail_after_panic(&self, task_id: &str, owner: &str) {
+        tracing::error!(task_id, "the task runner panicked; the task fails");
+        metrics::counter!("a2a_panics_total", "where" => "turn").increment(1);
+        let store = &self.inner.store;
+        for _ in 0..3 {
+            let rec = match store.get(owner, task_id, Some(0)).await {
+                Ok(Some(rec)) if !is_terminal(state_of(&rec.task)) => rec,
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::error!(task_id, error = %e, "cannot read the task of a panicked runner");
+                    return;
+                }
+            };
+            let event = StreamResponse {
+                payload: Some(Payload::StatusUpdate(TaskStatusUpdateEvent {
+                    task_id: task_id.to_owned(),
+                    context_id: rec.task.context_id.clone(),
+                    status: Some(TaskStatus {
+                        state: TaskState::Failed as i32,
+                        message: Some(Message {
+                            message_id: uuid::Uuid::now_v7().to_string(),
+                            context_id: rec.task.context_id.clone(),
+                            task_id: task_id.to_owned(),
+                            role: Role::Agent as i32,
+                            parts: vec![crate::agents::text_part(
+                                "the gateway failed while running this task (internal error)"
+                                    .to_owned(),
+                            )],
+                            ..Default::default()
+                        }),
+                        timestamp: Some(Timestamp::now()),
+                    }),
+                    metadata: None,
+                })),
+            };
+            let change = TaskChange {
+                user_message: None,
+                event,
+            };
+            match store.append_all(task_id, rec.seq, vec![change]).await {
+                Ok((events, _)) => {
+                    self.publish(task_id, events.into_iter().map(|e| (e.seq, e.event)))
+                        .await;
+                    return;
+                }
+                // Written meanwhile (a cancel): read it again.
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => {
+                    tracing::error!(task_id, error = %e, "cannot fail the task of a panicked runner");
+                    return;
+                }
+            }
+        }
     }
 
     async fn run_turn(&self, mut turn: Turn, first_tx: oneshot::Sender<Result<First, A2aError>>) {
@@ -1079,6 +1154,8 @@ impl Runner<'_> {
         expected_seq: u64,
         changes: Vec<TaskChange>,
     ) -> Result<(Task, u64), A2aError> {
+        #[cfg(feature = "test-panics")]
+        crate::panics::test_panic(&self.turn.request.message, "turn");
         let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
@@ -1173,6 +1250,27 @@ impl Runner<'_> {
     /// Handles one agent event; `Ok(true)` when the turn is over.
     async fn on_event(&mut self, event: AgentEvent) -> Result<bool, A2aError> {
         let req = &self.turn.request;
+        // An upstream over gRPC can send what no JSON reader of the task could print: the
+        // turn fails, saying where, instead of storing a task nobody can read.
+        let non_finite = match &event {
+            AgentEvent::Message(m) => validate::non_finite_message(m, "message"),
+            AgentEvent::Status {
+                message: Some(m), ..
+            } => validate::non_finite_message(m, "status.message"),
+            AgentEvent::Artifact { artifact, .. } => {
+                validate::non_finite_artifact(artifact, "artifact")
+            }
+            _ => None,
+        };
+        if let Some(field) = non_finite {
+            metrics::counter!("a2a_agent_events_refused_total", "agent" => self.turn.agent.name().to_owned(), "reason" => "non_finite")
+                .increment(1);
+            return Err(A2aError::InvalidAgentResponse(format!(
+                "agent {} sent an event whose {field} {}",
+                self.turn.agent.name(),
+                validate::NON_FINITE
+            )));
+        }
         let stream_event = match event {
             AgentEvent::Upstream(ids) => {
                 // Creating the task records them; an existing task records them now.
@@ -1238,6 +1336,18 @@ impl Runner<'_> {
                 }
             }
         };
+        // What an upstream sends is stored only if it prints (an enum number outside its enum
+        // does not): the check costs one serialisation into nothing, for remote agents only.
+        if self.turn.agent.is_remote()
+            && let Err(e) = serde_json::to_writer(std::io::sink(), &stream_event)
+        {
+            metrics::counter!("a2a_agent_events_refused_total", "agent" => self.turn.agent.name().to_owned(), "reason" => "unprintable")
+                .increment(1);
+            return Err(A2aError::InvalidAgentResponse(format!(
+                "agent {} sent an event with no JSON form: {e}",
+                self.turn.agent.name()
+            )));
+        }
         self.stage(stream_event);
         Ok(is_settled(self.state()))
     }

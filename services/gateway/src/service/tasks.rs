@@ -102,6 +102,7 @@ impl A2aService {
         req: CancelTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
+        validate::finite_metadata(req.metadata.as_ref())?;
         ctx.span.set_str("a2a.task_id", &req.id);
         let store = &self.inner.store;
         // Set once another replica was asked and did not answer: no turn runs anywhere.

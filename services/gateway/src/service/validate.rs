@@ -1,8 +1,10 @@
 //! Edge validation shared by every operation: each failure names the offending field.
 
 use a2a_push::AddressPolicy;
-use a2a_types::v1::{Message, Role, TaskPushNotificationConfig};
-use a2a_types::wkt::Timestamp;
+use a2a_types::v1::{
+    Artifact, Message, Part, Role, SendMessageRequest, TaskPushNotificationConfig, part,
+};
+use a2a_types::wkt::{Struct, Timestamp};
 use a2a_types::{A2aError, Dialect};
 
 /// `A2A-Version` negotiation: which dialect a request speaks. `1.x` (`1.0`, `1.0.1`, `1.2`: patch
@@ -135,6 +137,82 @@ pub fn message(message: Option<&Message>, max_parts: usize) -> Result<&Message, 
     Ok(m)
 }
 
+/// What a refused non-finite number is told: JSON (and so JSON-RPC, HTTP+JSON, webhooks and
+/// every stored task read over them) has no form for it.
+pub const NON_FINITE: &str =
+    "holds NaN or Infinity, which a google.protobuf.Value cannot carry (JSON has no form for it)";
+
+/// Where the first NaN or ±Infinity of `s` is, below `field` (`metadata.a[2]`).
+pub fn non_finite_struct(s: Option<&Struct>, field: &str) -> Option<String> {
+    s.and_then(Struct::non_finite)
+        .map(|path| format!("{field}{path}"))
+}
+
+/// The first NaN or ±Infinity of `parts` (data, then metadata of each), as a path below the
+/// parts (`.parts[1].data.x`). Nothing is allocated unless one is found: this runs on every
+/// send and every agent event.
+fn non_finite_parts(parts: &[Part]) -> Option<String> {
+    parts.iter().enumerate().find_map(|(i, p)| {
+        if let Some(part::Content::Data(v)) = &p.content
+            && let Some(path) = v.non_finite()
+        {
+            return Some(format!(".parts[{i}].data{path}"));
+        }
+        p.metadata
+            .as_ref()
+            .and_then(Struct::non_finite)
+            .map(|path| format!(".parts[{i}].metadata{path}"))
+    })
+}
+
+/// Where the first NaN or ±Infinity of a message is (its parts' data and metadata, its
+/// metadata), named below `field`.
+pub fn non_finite_message(m: &Message, field: &str) -> Option<String> {
+    non_finite_parts(&m.parts)
+        .or_else(|| {
+            m.metadata
+                .as_ref()
+                .and_then(Struct::non_finite)
+                .map(|p| format!(".metadata{p}"))
+        })
+        .map(|path| format!("{field}{path}"))
+}
+
+/// As [`non_finite_message`], for an artifact.
+pub fn non_finite_artifact(a: &Artifact, field: &str) -> Option<String> {
+    non_finite_parts(&a.parts)
+        .or_else(|| {
+            a.metadata
+                .as_ref()
+                .and_then(Struct::non_finite)
+                .map(|p| format!(".metadata{p}"))
+        })
+        .map(|path| format!("{field}{path}"))
+}
+
+/// A send carries no NaN or ±Infinity (gRPC can encode them in a `Value`; nothing else that
+/// reads the task could print it): InvalidParams naming the first one's place. Checked first,
+/// before anything computes with the request (its idempotency fingerprint included).
+pub fn finite_send(req: &SendMessageRequest) -> Result<(), A2aError> {
+    let found = req
+        .message
+        .as_ref()
+        .and_then(|m| non_finite_message(m, "message"))
+        .or_else(|| non_finite_struct(req.metadata.as_ref(), "metadata"));
+    match found {
+        Some(field) => Err(A2aError::invalid_params(field, NON_FINITE)),
+        None => Ok(()),
+    }
+}
+
+/// `metadata` (of a request other than a send) carries no NaN or ±Infinity.
+pub fn finite_metadata(metadata: Option<&Struct>) -> Result<(), A2aError> {
+    match non_finite_struct(metadata, "metadata") {
+        Some(field) => Err(A2aError::invalid_params(field, NON_FINITE)),
+        None => Ok(()),
+    }
+}
+
 /// Characters allowed in client-chosen push config ids (they appear in REST paths).
 fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
@@ -248,6 +326,58 @@ mod tests {
                 other => panic!("{bad:?}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn non_finite_numbers_are_named_by_their_place() {
+        use a2a_types::wkt::Value;
+        let nan = |k: &str| -> Struct {
+            [(k.to_owned(), Value::from(f64::NAN))]
+                .into_iter()
+                .collect()
+        };
+        let text = Part {
+            content: Some(part::Content::Text("hi".into())),
+            ..Default::default()
+        };
+        let mut req = SendMessageRequest {
+            message: Some(Message {
+                parts: vec![text.clone()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(finite_send(&req).is_ok());
+        let field = |req: &SendMessageRequest| match finite_send(req) {
+            Err(A2aError::InvalidParams { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        req.metadata = Some(nan("m"));
+        assert_eq!(field(&req), "metadata.m");
+        let m = req.message.as_mut().unwrap();
+        m.metadata = Some(nan("k"));
+        assert_eq!(field(&req), "message.metadata.k");
+        let m = req.message.as_mut().unwrap();
+        m.parts.push(Part {
+            content: Some(part::Content::Data(
+                vec![Value::from(1.0), Value::from(f64::INFINITY)].into(),
+            )),
+            ..Default::default()
+        });
+        assert_eq!(field(&req), "message.parts[1].data[1]");
+        let m = req.message.as_mut().unwrap();
+        m.parts[0].metadata = Some(nan("p"));
+        assert_eq!(field(&req), "message.parts[0].metadata.p");
+        assert!(finite_metadata(None).is_ok());
+        assert!(finite_metadata(Some(&nan("x"))).is_err());
+        let artifact = Artifact {
+            metadata: Some(nan("a")),
+            ..Default::default()
+        };
+        assert_eq!(
+            non_finite_artifact(&artifact, "artifact").as_deref(),
+            Some("artifact.metadata.a")
+        );
     }
 
     #[test]

@@ -130,8 +130,15 @@ pub fn signed(
     if let Value::Object(members) = &mut served {
         members.remove(SIGNATURES);
     }
-    if let Some(signer) = signer {
-        let proto = serde_json::to_value(&card).expect("an AgentCard serialises");
+    // A card that does not print (it holds what an upstream's card brought) goes out unsigned.
+    let proto = signer.and_then(|_| match serde_json::to_value(&card) {
+        Ok(proto) => Some(proto),
+        Err(e) => {
+            tracing::error!(error = %e, card = %card.name, "the card does not print; it goes out unsigned");
+            None
+        }
+    });
+    if let (Some(signer), Some(proto)) = (signer, proto) {
         let name = card.name.clone();
         let sign = |json: &Value| match signer.sign(json) {
             Ok(sig) => Some(sig),

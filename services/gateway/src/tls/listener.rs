@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use super::ClientCert;
+use super::{ClientAnchors, ClientCert};
 
 /// What each request of a TLS connection carries (as `ConnectInfo<TlsPeer>`): the remote
 /// address and the verified client certificate, read once per connection.
@@ -19,17 +19,21 @@ pub struct TlsPeer {
 }
 
 impl TlsPeer {
-    /// The peer of a connection whose handshake completed.
-    pub fn of(stream: &TlsStream<TcpStream>, remote: SocketAddr) -> Self {
+    /// The peer of a connection whose handshake completed, its certificate read against the
+    /// client CAs it was accepted with (which name the issuing CA when several are trusted).
+    pub(crate) fn of(
+        stream: &TlsStream<TcpStream>,
+        remote: SocketAddr,
+        anchors: Option<&ClientAnchors>,
+    ) -> Self {
         let (_, session) = stream.get_ref();
         // Present only if it verified against the client CA (otherwise no handshake).
         let client = session
             .peer_certificates()
-            .and_then(|chain| chain.first())
-            .and_then(|leaf| match super::distinguished_name(leaf) {
-                Ok(subject) => Some(ClientCert { subject }),
+            .and_then(|chain| match anchors?.client_cert(chain) {
+                Ok(cert) => Some(cert),
                 Err(e) => {
-                    tracing::warn!(error = %e, "client certificate subject unreadable");
+                    tracing::warn!(error = %e, "client certificate unreadable");
                     None
                 }
             });

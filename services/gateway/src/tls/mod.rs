@@ -17,6 +17,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
+use sha2::Digest;
 
 pub use listener::TlsPeer;
 pub use subject::distinguished_name;
@@ -35,6 +36,12 @@ pub struct TlsConfig {
     /// or tokens authenticate them).
     #[serde(default)]
     pub client_ca: Option<PathBuf>,
+    /// Certificate revocation lists (PEM `X509 CRL`) of the client CAs: a client certificate
+    /// they revoke fails the handshake. With CRLs, the status of every client certificate
+    /// must be known: the file holds a CRL of each CA that issues client certificates (a
+    /// certificate of a CA without one is refused). Only end-entity certificates are checked.
+    #[serde(default)]
+    pub client_crl: Option<PathBuf>,
     /// How often the files' modification times are checked; changed files are loaded for the
     /// connections accepted afterwards (open connections keep their session).
     #[serde(default = "default_reload_ms")]
@@ -50,13 +57,66 @@ fn default_reload_ms() -> u64 {
 pub struct ClientCert {
     /// The subject's distinguished name in RFC 4514 form (`CN=alice,O=Example`).
     pub subject: String,
+    /// The CA it chains to, when `client_ca` trusts more than one: hex SHA-256 of that trust
+    /// anchor's SubjectPublicKeyInfo (so two trusted CAs cannot mint one principal; see
+    /// `auth::mtls_principal`). `None` with a single trusted CA, whose principals stay the
+    /// subject alone.
+    pub ca: Option<String>,
+}
+
+/// The client CAs as trust anchors, to tell which one a client certificate chains to.
+pub(crate) struct ClientAnchors {
+    anchors: Vec<rustls_pki_types::TrustAnchor<'static>>,
+}
+
+impl ClientAnchors {
+    /// The [`ClientCert`] of a chain the handshake verified (leaf first), or why not. The
+    /// chain is verified again here (one signature check per connection with a certificate),
+    /// because rustls does not say which anchor it found.
+    pub(crate) fn client_cert(&self, chain: &[CertificateDer<'_>]) -> Result<ClientCert, String> {
+        let (leaf, intermediates) = chain.split_first().ok_or("no client certificate")?;
+        let subject = distinguished_name(leaf)?;
+        if self.anchors.len() <= 1 {
+            return Ok(ClientCert { subject, ca: None });
+        }
+        let cert =
+            webpki::EndEntityCert::try_from(leaf).map_err(|e| format!("certificate: {e}"))?;
+        let algorithms = rustls::crypto::aws_lc_rs::default_provider()
+            .signature_verification_algorithms
+            .all;
+        let path = cert
+            .verify_for_usage(
+                algorithms,
+                &self.anchors,
+                intermediates,
+                rustls_pki_types::UnixTime::now(),
+                webpki::KeyUsage::client_auth(),
+                None,
+                None,
+            )
+            .map_err(|e| format!("client certificate chain: {e}"))?;
+        let spki = path.anchor().subject_public_key_info.as_ref();
+        let digest = sha2::Sha256::digest(spki);
+        let ca = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(ClientCert {
+            subject,
+            ca: Some(ca),
+        })
+    }
+}
+
+/// What a connection is accepted with: the rustls configuration and the client CAs.
+#[derive(Clone)]
+pub(crate) struct Loaded {
+    pub(crate) server: Arc<ServerConfig>,
+    pub(crate) client_anchors: Option<Arc<ClientAnchors>>,
 }
 
 /// The rustls configuration new connections are accepted with; swapped whole when the files
-/// change, so a rotated client CA is picked up as well as a renewed certificate.
+/// change, so a rotated client CA (or CRL) is picked up as well as a renewed certificate.
 #[derive(Clone)]
 pub struct ServerTls {
-    current: Arc<RwLock<Arc<ServerConfig>>>,
+    current: Arc<RwLock<Loaded>>,
 }
 
 impl ServerTls {
@@ -65,7 +125,7 @@ impl ServerTls {
     /// (outside one, the files are read once and never reloaded).
     pub fn load(config: &TlsConfig) -> Result<Self, String> {
         let loaded = build(config)?;
-        let current = Arc::new(RwLock::new(Arc::new(loaded)));
+        let current = Arc::new(RwLock::new(loaded));
         let tls = Self { current };
         tls.watch(config.clone());
         Ok(tls)
@@ -73,6 +133,11 @@ impl ServerTls {
 
     /// The configuration for a connection accepted now.
     pub fn config(&self) -> Arc<ServerConfig> {
+        self.loaded().server
+    }
+
+    /// The configuration and client CAs for a connection accepted now (one snapshot).
+    pub(crate) fn loaded(&self) -> Loaded {
         self.current
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -98,7 +163,7 @@ impl ServerTls {
                 // the next tick, because `seen` is only advanced on success.
                 match build(&config) {
                     Ok(fresh) => {
-                        *slot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+                        *slot.write().unwrap_or_else(|e| e.into_inner()) = fresh;
                         seen = now;
                         tracing::info!(cert = %config.cert.display(), "TLS certificates reloaded");
                     }
@@ -115,6 +180,7 @@ fn stamps(config: &TlsConfig) -> Vec<Option<(SystemTime, u64)>> {
         Some(&config.cert),
         Some(&config.key),
         config.client_ca.as_ref(),
+        config.client_crl.as_ref(),
     ]
     .into_iter()
     .flatten()
@@ -126,7 +192,7 @@ fn stamps(config: &TlsConfig) -> Vec<Option<(SystemTime, u64)>> {
     .collect()
 }
 
-fn build(config: &TlsConfig) -> Result<ServerConfig, String> {
+fn build(config: &TlsConfig) -> Result<Loaded, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let chain = read_certs(&config.cert)?;
     let key = PrivateKeyDer::from_pem_file(&config.key)
@@ -134,6 +200,7 @@ fn build(config: &TlsConfig) -> Result<ServerConfig, String> {
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?;
+    let mut client_anchors = None;
     let builder = match &config.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
@@ -143,8 +210,18 @@ fn build(config: &TlsConfig) -> Result<ServerConfig, String> {
                     .add(cert)
                     .map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
             }
-            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
+            client_anchors = Some(Arc::new(ClientAnchors {
+                anchors: roots.roots.clone(),
+            }));
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .allow_unauthenticated();
+            if let Some(path) = &config.client_crl {
+                verifier = verifier
+                    .with_crls(read_crls(path)?)
+                    .only_check_end_entity_revocation();
+            }
+            let verifier = verifier
                 .build()
                 .map_err(|e| format!("TLS client CA {}: {e}", ca.display()))?;
             builder.with_client_cert_verifier(verifier)
@@ -154,7 +231,25 @@ fn build(config: &TlsConfig) -> Result<ServerConfig, String> {
         .with_single_cert(chain, key)
         .map_err(|e| format!("TLS certificate {}: {e}", config.cert.display()))?;
     server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(server)
+    Ok(Loaded {
+        server: Arc::new(server),
+        client_anchors,
+    })
+}
+
+fn read_crls(
+    path: &Path,
+) -> Result<Vec<rustls_pki_types::CertificateRevocationListDer<'static>>, String> {
+    let crls = rustls_pki_types::CertificateRevocationListDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("TLS client CRL {}: {e}", path.display()))?;
+    if crls.is_empty() {
+        return Err(format!(
+            "TLS client CRL {}: no X509 CRL in the file",
+            path.display()
+        ));
+    }
+    Ok(crls)
 }
 
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {

@@ -83,6 +83,33 @@ impl UpstreamClient {
             Transport::V1(client)
         };
         let auth = resolve_auth(name, card, config.credentials.as_ref())?;
+        if !matches!(auth, Auth::None) && !config.allow_insecure_credentials {
+            let interface = match &transport {
+                Transport::V1(c) => match c.binding() {
+                    a2a_client::Binding::JsonRpc { url } | a2a_client::Binding::Rest { url } => {
+                        url.as_str()
+                    }
+                    a2a_client::Binding::Grpc { endpoint } => endpoint.as_str(),
+                },
+                Transport::V03(c) => c.url(),
+            };
+            let token_url = match &auth {
+                Auth::OAuth2(t) => Some(t.token_url.as_str()),
+                _ => None,
+            };
+            let card_url = config
+                .card_url
+                .as_deref()
+                .filter(|_| !config.verify_signature);
+            insecure_credentials(interface, token_url, card_url).map_err(|plain| {
+                crate::metrics::upstream_card_rejected(name, "insecure_credentials");
+                format!(
+                    "agents.{name}: its credentials would go over plain http ({plain}); they \
+                     are only sent over https: use https URLs (or verify_signature for a card \
+                     fetched over http), or set allow_insecure_credentials = true for this agent"
+                )
+            })?;
+        }
         Ok(Self {
             agent: name.clone(),
             transport,
@@ -436,6 +463,49 @@ fn resolve_auth(
     })))
 }
 
+/// The longest a token is cached, whatever its `expires_in` says.
+const MAX_TOKEN_LIFETIME: Duration = Duration::from_secs(24 * 3600);
+
+/// Until when a token answered at `now` with `expires_in` (seconds; 300 when absent) is used:
+/// [`TOKEN_SLACK`] before it expires, at most [`MAX_TOKEN_LIFETIME`] away. Never panics, however
+/// large the endpoint's number (`Instant + Duration` would overflow).
+fn token_deadline(now: Instant, expires_in: Option<u64>) -> Instant {
+    let lifetime = Duration::from_secs(expires_in.unwrap_or(300)).min(MAX_TOKEN_LIFETIME);
+    now.checked_add(lifetime.saturating_sub(TOKEN_SLACK))
+        .unwrap_or(now)
+}
+
+/// Whether a URL is `https://` (any case).
+fn is_https(url: &str) -> bool {
+    url.get(..8)
+        .is_some_and(|p| p.eq_ignore_ascii_case("https://"))
+}
+
+/// Where credentials would travel in the clear: the interface they are sent to, the token URL
+/// the client secret is posted to, or the card URL the card (which names both) came from.
+/// `Err` names every such place.
+fn insecure_credentials(
+    interface: &str,
+    token_url: Option<&str>,
+    card_url: Option<&str>,
+) -> Result<(), String> {
+    let mut plain = Vec::new();
+    if !is_https(interface) {
+        plain.push(format!("interface {interface}"));
+    }
+    if let Some(url) = token_url.filter(|u| !is_https(u)) {
+        plain.push(format!("token URL {url}"));
+    }
+    if let Some(url) = card_url.filter(|u| !is_https(u)) {
+        plain.push(format!("card URL {url}, which says where credentials go"));
+    }
+    if plain.is_empty() {
+        Ok(())
+    } else {
+        Err(plain.join("; "))
+    }
+}
+
 impl TokenSource {
     /// The cached token, or a new one from the token endpoint.
     async fn token(&self, http: &reqwest::Client, agent: &str) -> Result<String, A2aError> {
@@ -480,9 +550,63 @@ impl TokenSource {
             .as_str()
             .ok_or_else(|| unavailable("no access_token in the answer".into()))?
             .to_owned();
-        let lifetime = Duration::from_secs(body["expires_in"].as_u64().unwrap_or(300));
-        let until = Instant::now() + lifetime.saturating_sub(TOKEN_SLACK);
+        let until = token_deadline(Instant::now(), body["expires_in"].as_u64());
         *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some((token.clone(), until));
         Ok(token)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// L5: a huge `expires_in` once overflowed `Instant + Duration` (a panic in the agent's
+    /// card and health loop); it is clamped now.
+    #[test]
+    fn any_expires_in_gives_a_deadline() {
+        let now = Instant::now();
+        for expires_in in [None, Some(0), Some(10), Some(3600), Some(u64::MAX)] {
+            let until = token_deadline(now, expires_in);
+            assert!(until >= now, "{expires_in:?}");
+            assert!(until <= now + MAX_TOKEN_LIFETIME, "{expires_in:?}");
+        }
+        assert_eq!(
+            token_deadline(now, Some(3600)),
+            now + Duration::from_secs(3600) - TOKEN_SLACK
+        );
+        assert_eq!(
+            token_deadline(now, Some(u64::MAX)),
+            now + MAX_TOKEN_LIFETIME - TOKEN_SLACK
+        );
+        assert_eq!(
+            token_deadline(now, Some(10)),
+            now,
+            "shorter than the slack: refetch"
+        );
+    }
+
+    #[test]
+    fn credentials_travel_over_https_only() {
+        assert!(insecure_credentials("https://a.example/a2a", None, None).is_ok());
+        assert!(
+            insecure_credentials(
+                "HTTPS://a.example/a2a",
+                Some("https://idp.example/token"),
+                Some("https://a.example")
+            )
+            .is_ok()
+        );
+        let err = insecure_credentials(
+            "http://a.example/a2a",
+            Some("http://idp.example/token"),
+            Some("http://a.example"),
+        )
+        .unwrap_err();
+        for what in ["interface", "token URL", "card URL"] {
+            assert!(err.contains(what), "{what}: {err}");
+        }
+        // A bare gRPC endpoint is h2c: plaintext.
+        assert!(insecure_credentials("a.example:50051", None, None).is_err());
+        assert!(insecure_credentials("https://a.example", Some("http://idp/t"), None).is_err());
     }
 }

@@ -15,6 +15,7 @@ use serde::Deserialize;
 /// queue_capacity = 64                       # turns waiting beyond that; more are refused
 /// weight = 1.0                              # multiplies its routing score
 /// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
+/// allow_insecure_credentials = false       # true: credentials may go over plain http
 /// max_turn_secs = 600                       # default [limits] max_turn_secs
 /// tls = { ca = "ca.pem", cert = "c.pem", key = "k.pem" }  # private CA, client certificate
 /// verify_signature = true                   # the card must be signed by a trusted key:
@@ -39,6 +40,13 @@ pub struct AgentConfig {
     pub tenant: Option<String>,
     #[serde(default)]
     pub credentials: Option<Credentials>,
+    /// Whether `credentials` may be sent over plain http: to an `http://` interface or token
+    /// URL, or on the say of a card fetched over `http://` (which anyone on the way could
+    /// rewrite) without `verify_signature`. Off: such an agent is refused (its card rejected,
+    /// `a2a_upstream_card_rejected_total{reason="insecure_credentials"}`). For tests and
+    /// trusted local networks only.
+    #[serde(default)]
+    pub allow_insecure_credentials: bool,
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
     #[serde(default = "default_queue")]

@@ -202,7 +202,22 @@ impl UpstreamAgent {
                     }
                     return Err(e);
                 }
-                let client = UpstreamClient::new(&self.config, &card, self.http.clone())?;
+                let client = match UpstreamClient::new(&self.config, &card, self.http.clone()) {
+                    Ok(client) => client,
+                    Err(e) => {
+                        // As a card that does not verify: not used, and the one before is
+                        // dropped too (it no longer says where the agent is).
+                        let mut live = self.write();
+                        let had = live.card.take().is_some();
+                        live.client = None;
+                        live.etag = None;
+                        drop(live);
+                        if had {
+                            self.changed();
+                        }
+                        return Err(e);
+                    }
+                };
                 tracing::info!(agent = %self.config.name, binding = %client.binding(), "upstream card loaded");
                 let mut live = self.write();
                 let same = live.card.as_ref() == Some(&card);

@@ -85,6 +85,11 @@ impl V03Client {
         })
     }
 
+    /// The JSON-RPC endpoint it calls.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     pub fn with_header(&self, name: String, value: String) -> Self {
         let mut c = self.clone();
         c.headers.push((name, value));

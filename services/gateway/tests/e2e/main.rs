@@ -21,6 +21,8 @@ mod isolation;
 mod lifecycle;
 mod listing;
 mod metrics;
+mod owners;
+mod poison;
 mod postgres;
 mod push_configs;
 mod push_delivery;

@@ -39,6 +39,7 @@ impl Ca {
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::CrlSign,
         ];
         let pem = params.self_signed(&key).unwrap().pem();
         Self {
@@ -59,7 +60,13 @@ impl Ca {
 
     /// (certificate PEM, key PEM) of a client named `cn`, valid now unless `expired`.
     fn client(&self, cn: &str, expired: bool) -> (String, String) {
+        self.client_serial(cn, expired, None)
+    }
+
+    /// [`Self::client`] with a chosen serial number (what a CRL names).
+    fn client_serial(&self, cn: &str, expired: bool, serial: Option<u64>) -> (String, String) {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.serial_number = serial.map(rcgen::SerialNumber::from);
         params
             .distinguished_name
             .push(DnType::OrganizationName, "Example");
@@ -70,6 +77,27 @@ impl Ca {
             params.not_after = rcgen::date_time_ymd(2021, 1, 1);
         }
         self.sign(params)
+    }
+
+    /// A CRL (PEM) of this CA revoking the certificates with `serials`.
+    fn crl(&self, serials: &[u64]) -> String {
+        let params = rcgen::CertificateRevocationListParams {
+            this_update: rcgen::date_time_ymd(2020, 1, 1),
+            next_update: rcgen::date_time_ymd(2099, 1, 1),
+            crl_number: rcgen::SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|&n| rcgen::RevokedCertParams {
+                    serial_number: rcgen::SerialNumber::from(n),
+                    revocation_time: rcgen::date_time_ymd(2024, 1, 1),
+                    reason_code: Some(rcgen::RevocationReason::KeyCompromise),
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: rcgen::KeyIdMethod::Sha256,
+        };
+        params.signed_by(&self.issuer).unwrap().pem().unwrap()
     }
 
     fn sign(&self, params: CertificateParams) -> (String, String) {
@@ -109,15 +137,36 @@ impl TlsGateway {
 
     /// [`Self::start`] with more configuration (`toml`, appended).
     async fn start_with(extra: &str) -> Self {
+        Self::start_full(extra, Ca::new("test clients and server CA"), &[], None).await
+    }
+
+    /// [`Self::start_with`], the client CA file also trusting `other_cas`, and `client_crl`
+    /// (a PEM file's content) if given.
+    async fn start_full(
+        extra: &str,
+        ca: Ca,
+        other_cas: &[&Ca],
+        client_crl: Option<String>,
+    ) -> Self {
         let dir = std::env::temp_dir().join(format!("a2a-tls-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let ca = Ca::new("test clients and server CA");
         let (cert, key) = ca.server();
         std::fs::write(dir.join("server.pem"), cert).unwrap();
         std::fs::write(dir.join("server.key"), key).unwrap();
-        std::fs::write(dir.join("ca.pem"), &ca.pem).unwrap();
+        let mut bundle = ca.pem.clone();
+        for other in other_cas {
+            bundle.push_str(&other.pem);
+        }
+        std::fs::write(dir.join("ca.pem"), bundle).unwrap();
+        let crl = match client_crl {
+            Some(pem) => {
+                std::fs::write(dir.join("crl.pem"), pem).unwrap();
+                format!("client_crl = {:?}\n", dir.join("crl.pem"))
+            }
+            None => String::new(),
+        };
         let toml = format!(
-            "[tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\nreload_interval_ms = 100\n{AUTH}\n{extra}",
+            "[tls]\ncert = {:?}\nkey = {:?}\nclient_ca = {:?}\n{crl}reload_interval_ms = 100\n{AUTH}\n{extra}",
             dir.join("server.pem"),
             dir.join("server.key"),
             dir.join("ca.pem"),
@@ -247,6 +296,118 @@ async fn bad_client_certificates_fail_the_handshake_on_every_binding() {
             .unwrap()
             .starts_with("HTTP/1.1 200")
     );
+}
+
+/// Two trusted CAs that both issue `CN=alice,O=Example` give two owners (M8: the subject alone
+/// was the principal, so either CA could take the other's tasks).
+#[tokio::test]
+async fn two_trusted_cas_issuing_one_subject_are_two_owners() {
+    let partner = Ca::new("partner CA");
+    let ca = Ca::new("test clients and server CA");
+    let gw = TlsGateway::start_full("", ca, &[&partner], None).await;
+    let ours = gw.ca.client("alice", false);
+    let theirs = partner.client("alice", false);
+    for kind in BINDINGS {
+        let a = gw.client(kind, &gw.tls(Some(ours.clone())));
+        let b = gw.client(kind, &gw.tls(Some(theirs.clone())));
+        assert_separate_owners(&a, &b, &format!("{kind:?}")).await;
+    }
+    // The same CA's certificate on a new connection (a new key, the same subject) is the same
+    // owner.
+    let again = gw.client(
+        BindingKind::JsonRpc,
+        &gw.tls(Some(gw.ca.client("alice", false))),
+    );
+    let first = gw.client(BindingKind::JsonRpc, &gw.tls(Some(ours)));
+    let ids =
+        |r: a2a_types::v1::ListTasksResponse| r.tasks.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    let seen = ids(first.list_tasks(Default::default()).await.unwrap());
+    assert!(!seen.is_empty());
+    assert_eq!(
+        ids(again.list_tasks(Default::default()).await.unwrap()),
+        seen
+    );
+}
+
+/// H2 with a client certificate: a service's certificate AND each user's own key. The users
+/// of the one certificate are separate owners on every binding (the owner was the certificate's
+/// principal alone, `mtls` sorting before `user`).
+#[tokio::test]
+async fn users_behind_one_client_certificate_are_separate_owners() {
+    let gw = TlsGateway::start_with(
+        r#"
+[auth]
+requirements = [{ mtls = [], user = [] }]
+[auth.schemes.user]
+scheme = { apiKeySecurityScheme = { location = "header", name = "X-User-Key" } }
+keys = [{ id = "alice", key = "alice-secret" }, { id = "bob", key = "bob-secret" }]
+"#,
+    )
+    .await;
+    let service = gw.ca.client("frontend-service", false);
+    for kind in BINDINGS {
+        let user = |key: &str| {
+            gw.client(kind, &gw.tls(Some(service.clone())))
+                .with_header("x-user-key", key)
+                .unwrap()
+        };
+        assert_separate_owners(
+            &user("alice-secret"),
+            &user("bob-secret"),
+            &format!("{kind:?}"),
+        )
+        .await;
+        // The certificate alone no longer meets the requirement.
+        let bare = gw.client(kind, &gw.tls(Some(service.clone())));
+        assert!(
+            matches!(
+                send(&bare).await,
+                Err(ClientError::A2a(A2aError::Unauthenticated(_)))
+            ),
+            "{kind:?}"
+        );
+    }
+}
+
+/// A certificate the client CRL revokes fails the handshake; another of the same CA passes.
+#[tokio::test]
+async fn a_revoked_client_certificate_is_refused() {
+    let ca = Ca::new("test clients and server CA");
+    let revoked = ca.client_serial("mallory", false, Some(4242));
+    let good = ca.client_serial("alice", false, Some(7));
+    let crl = ca.crl(&[4242]);
+    // A second trusted CA, with no CRL in the file: its certificates' status is unknown.
+    let partner = Ca::new("partner CA without a CRL");
+    let with_crl = TlsGateway::start_full("", ca, &[&partner], Some(crl)).await;
+    assert!(
+        http1_get(&with_crl, Some(partner.client("eve", false)), "/healthz")
+            .await
+            .is_err(),
+        "a certificate whose revocation status is unknown is refused"
+    );
+    let err = http1_get(&with_crl, Some(revoked.clone()), "/healthz")
+        .await
+        .expect_err("a revoked certificate is refused");
+    assert!(err.contains("Revoked"), "{err}");
+    assert!(
+        http1_get(&with_crl, Some(good.clone()), "/healthz")
+            .await
+            .unwrap()
+            .starts_with("HTTP/1.1 200")
+    );
+    // Without the CRL the same certificate passes (the control).
+    let without = TlsGateway::start().await;
+    let other = without.ca.client_serial("mallory", false, Some(4242));
+    assert!(http1_get(&without, Some(other), "/healthz").await.is_ok());
+    for kind in BINDINGS {
+        let c = with_crl.client(kind, &with_crl.tls(Some(revoked.clone())));
+        assert!(
+            matches!(send(&c).await, Err(ClientError::Transport { .. })),
+            "{kind:?}"
+        );
+        let ok = with_crl.client(kind, &with_crl.tls(Some(good.clone())));
+        send(&ok).await.unwrap();
+    }
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@
 //! Order of checks: path (404/405), body size (413), `A2A-Version`, `A2A-Extensions`,
 //! `Content-Type`, then decoding and the service call.
 
-mod errors;
+pub(crate) mod errors;
 mod query;
 mod routes;
 mod v03;
@@ -355,12 +355,15 @@ fn json<T: Serialize>(result: &T) -> Reply {
 }
 
 fn encode<T: Serialize>(result: &T) -> Vec<u8> {
-    serde_json::to_vec(result).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "cannot serialise a result");
-        errors::body(&A2aError::Internal("cannot serialise the result".into()))
-            .to_string()
-            .into_bytes()
-    })
+    // A NaN stored before such numbers were refused prints as null: the task stays readable.
+    serde_json::to_vec(result)
+        .or_else(|_| a2a_types::wkt::lossy(|| serde_json::to_vec(result)))
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot serialise a result");
+            errors::body(&A2aError::Internal("cannot serialise the result".into()))
+                .to_string()
+                .into_bytes()
+        })
 }
 
 /// Whether `Accept` asks for `application/a2a+json` (with a quality at least that of

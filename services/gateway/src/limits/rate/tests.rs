@@ -125,6 +125,10 @@ fn the_client_ip_header_wins_when_configured() {
 fn bad_limits_are_refused() {
     for bad in [
         "[limits.rate]\nip = { rate = 0, burst = 5 }",
+        // Positive, but its period (1/rate) once panicked `Duration::from_secs_f64` (L5).
+        "[limits.rate]\nip = { rate = 1e-20, burst = 5 }",
+        "[limits.rate]\nip = { rate = 1e-7, burst = 5 }",
+        "[limits.rate]\nip = { rate = 1e-6, burst = 4000000 }",
         "[limits.rate]\nprincipal = { rate = 1, burst = 4 }",
         "[limits.rate]\ncosts = { Nope = 1 }",
         "[limits.rate]\ncosts = { GetTask = 0 }",
@@ -148,3 +152,20 @@ fn bad_limits_are_refused() {
         })
     );
 }
+
+/// A scope built from any positive rate never panics (the configuration refuses tiny ones, but
+/// the limiter does not rely on it).
+#[test]
+fn any_positive_rate_builds_a_scope() {
+    for rate in [1e-300, 1e-20, MIN_RATE_FOR_TESTS, 1.0, 1e300] {
+        for burst in [1, 5, u32::MAX] {
+            let _ = Scope::<u32>::new("ip", Rate { rate, burst });
+        }
+    }
+    assert!(
+        FileConfig::parse("[limits.rate]\nip = { rate = 1e-6, burst = 5 }").is_ok(),
+        "the smallest rate accepted"
+    );
+}
+
+const MIN_RATE_FOR_TESTS: f64 = crate::limits::config::MIN_RATE;
