@@ -266,7 +266,8 @@ impl Inner {
             Some(u) => u,
             None => self.usage.entry(owner.to_owned()).or_default(),
         };
-        usage.open_tasks = (usage.open_tasks + u64::from(is_open)).saturating_sub(u64::from(was_open));
+        usage.open_tasks =
+            (usage.open_tasks + u64::from(is_open)).saturating_sub(u64::from(was_open));
         usage.bytes = (usage.bytes + is_bytes).saturating_sub(was_bytes);
         if *usage == OwnerUsage::default() {
             self.usage.remove(owner);

@@ -14,9 +14,8 @@ use metrics::Histogram;
 
 use crate::{
     DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
-    PoolStats, PushConfigPage,
-    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
-    UpstreamRef,
+    PoolStats, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
+    TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 
 /// The wrapped store, timed.
@@ -230,7 +229,11 @@ impl TaskStore for Metered {
         before: std::time::SystemTime,
         limit: usize,
     ) -> StoreResult<Vec<Interrupted>> {
-        forward!(self, "interrupted_before", interrupted_before(before, limit))
+        forward!(
+            self,
+            "interrupted_before",
+            interrupted_before(before, limit)
+        )
     }
 
     async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage> {

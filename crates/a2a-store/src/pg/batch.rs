@@ -129,7 +129,19 @@ impl CreateParts {
     }
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
-        let [id, owner, agent, ctx, seq, state, ms, snap, hlen, alen, bytes] = params(n);
+        let [
+            id,
+            owner,
+            agent,
+            ctx,
+            seq,
+            state,
+            ms,
+            snap,
+            hlen,
+            alen,
+            bytes,
+        ] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \

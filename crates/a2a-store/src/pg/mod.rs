@@ -46,9 +46,8 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
     DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
-    PushConfigPage, PushQuota,
-    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
-    apply_changes, created_event,
+    PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
+    TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;

@@ -31,7 +31,11 @@ pub async fn interrupted_tasks_are_found_oldest_first(store: &dyn TaskStore) {
     }
     let found = store.interrupted_before(at_ms(5_000), 10).await.unwrap();
     let ids: Vec<_> = found.iter().map(|t| t.task_id.as_str()).collect();
-    assert_eq!(ids, ["int-auth", "int-input"], "oldest first, interrupted only");
+    assert_eq!(
+        ids,
+        ["int-auth", "int-input"],
+        "oldest first, interrupted only"
+    );
     assert_eq!(found[0].seq, 2);
     assert_eq!(found[0].context_id, "c1");
     let first = store.interrupted_before(at_ms(5_000), 1).await.unwrap();
@@ -48,7 +52,10 @@ pub async fn interrupted_tasks_are_found_oldest_first(store: &dyn TaskStore) {
 
     // Expiring: the first replica's append wins, the second finds the task moved.
     let expire = |id: &str| status(id, TaskState::Canceled, 6_000);
-    store.append("int-auth", 2, expire("int-auth")).await.unwrap();
+    store
+        .append("int-auth", 2, expire("int-auth"))
+        .await
+        .unwrap();
     let again = store.append("int-auth", 2, expire("int-auth")).await;
     assert!(
         matches!(
@@ -87,7 +94,10 @@ pub async fn usage_counts_open_tasks_and_stored_bytes(store: &dyn TaskStore) {
         ("use-3", Some(InputRequired)),
         ("use-4", Some(Completed)),
     ] {
-        store.create(new_task("alice", id, "c1", 500)).await.unwrap();
+        store
+            .create(new_task("alice", id, "c1", 500))
+            .await
+            .unwrap();
         if let Some(state) = state {
             store.append(id, 1, status(id, state, 1_000)).await.unwrap();
         }

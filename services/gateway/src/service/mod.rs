@@ -8,6 +8,7 @@
 
 mod card;
 mod catalogue;
+mod expiry;
 mod follow;
 mod idempotency;
 mod push;

@@ -87,12 +87,9 @@ pub async fn fetch(
         return Err(format!("GET {url}: HTTP {}", resp.status().as_u16()));
     }
     let new_etag = header("etag");
-    let bytes = resp.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
-    if bytes.len() > MAX_CARD_BYTES {
-        return Err(format!(
-            "GET {url}: the card is larger than {MAX_CARD_BYTES} bytes"
-        ));
-    }
+    let bytes = crate::fetch::read_capped(resp, MAX_CARD_BYTES)
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?;
     let json: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("GET {url}: not JSON: {e}"))?;
     let card = if v03 {
