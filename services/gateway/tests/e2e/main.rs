@@ -6,6 +6,7 @@ mod issuer;
 
 mod auth;
 mod binary;
+mod bounds;
 mod card;
 mod catalogue;
 mod dialect03;
