@@ -58,6 +58,7 @@ max_streams = $(( IDLE + 2000 ))
 [limits.quotas]
 streams_per_owner = 0
 running_turns_per_owner = 0
+open_tasks_per_owner = 0
 TOML
 
 A2A_DATABASE_URL="$DB_URL" RUST_LOG=warn "$BIN" migrate

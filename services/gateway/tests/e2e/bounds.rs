@@ -213,3 +213,78 @@ async fn a_hanging_issuer_does_not_queue_bearer_requests() {
         "one refetch at a time, at most one per min_refresh"
     );
 }
+
+/// Waits (at most 10 s) for a CANCELED status on `stream`; returns the event's data.
+async fn until_canceled(stream: &mut SseStream) -> Option<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Ok(Some(event)) = tokio::time::timeout(
+        deadline.saturating_duration_since(Instant::now()),
+        stream.next(),
+    )
+    .await
+    {
+        let result = &event.data["result"];
+        let status = result["statusUpdate"]["status"]
+            .as_object()
+            .or(result["task"]["status"].as_object());
+        if status.is_some_and(|s| s["state"] == "TASK_STATE_CANCELED") {
+            return Some(event.data.clone());
+        }
+    }
+    None
+}
+
+/// Three replicas on one PostgreSQL database and Redis all sweep: each expired task gets
+/// exactly one CANCELED event in its log (the append's sequence guard lets one replica win),
+/// and a follower on another replica than the one that created the task sees it (the event is
+/// published on the bus).
+#[tokio::test]
+async fn replicas_expire_each_task_once_and_followers_elsewhere_see_it() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let toml = "builtin_agents = [\"echo\", \"scenario\"]\n\
+                [limits.quotas]\ninterrupted_task_ttl = \"1s\"\n\
+                [retention]\nsweep_interval = \"100ms\"";
+    let mut replicas = Vec::new();
+    for _ in 0..3 {
+        replicas.push(TestGateway::with_database_and_redis(toml, db.url(), &redis).await);
+    }
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let events = async |id: &str| -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM task_events WHERE task_id = $1")
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+    };
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        let task = replicas[0].ok("SendMessage", ask()).await["task"].clone();
+        assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+        let id = task["id"].as_str().unwrap().to_owned();
+        let before = events(&id).await;
+        ids.push((id, before));
+    }
+    let mut follow = replicas[2]
+        .stream("SubscribeToTask", json!({"id": ids[0].0}))
+        .await;
+    let seen = until_canceled(&mut follow).await;
+    assert!(
+        seen.is_some(),
+        "the follower on another replica sees the expiry"
+    );
+    for (id, before) in &ids {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let task = replicas[1].ok("GetTask", json!({"id": id})).await;
+            if state(&task) == "TASK_STATE_CANCELED" {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{id} did not expire: {task}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Several more sweeps of all three replicas: still exactly one event more.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(events(id).await, before + 1, "one CANCELED event for {id}");
+    }
+}
