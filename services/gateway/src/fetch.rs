@@ -21,17 +21,27 @@ pub async fn read_capped(mut resp: reqwest::Response, limit: usize) -> Result<Ve
     Ok(body)
 }
 
+/// A real HTTP/1.1 server on loopback that never stops sending a body, for the tests of every
+/// capped fetch.
 #[cfg(test)]
-mod tests {
-    use std::time::{Duration, Instant};
-
+pub(crate) mod endless {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    use super::read_capped;
+    /// Answers every request with a chunked JSON body of spaces that never ends; returns the
+    /// server's base URL (`http://127.0.0.1:port`).
+    pub async fn json_server() -> String {
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                    transfer-encoding: chunked\r\n\r\n";
+        let mut chunk = format!("{:x}\r\n", 64 * 1024).into_bytes();
+        chunk.extend(std::iter::repeat_n(b' ', 64 * 1024));
+        chunk.extend_from_slice(b"\r\n");
+        let url = server(head, chunk).await;
+        url.trim_end_matches("/doc").to_owned()
+    }
 
     /// A server that answers every connection with `head`, then writes `chunk` forever (or
-    /// until the reader goes away).
-    async fn endless(head: &'static str, chunk: Vec<u8>) -> String {
+    /// until the reader goes away); returns the URL of `/doc` on it.
+    pub async fn server(head: &'static str, chunk: Vec<u8>) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -51,6 +61,16 @@ mod tests {
         });
         format!("http://{addr}/doc")
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::endless::server as endless;
+    use super::read_capped;
 
     #[tokio::test]
     async fn an_endless_body_is_cut_at_the_cap() {

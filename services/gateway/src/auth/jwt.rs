@@ -360,6 +360,32 @@ mod tests {
 
     use super::trusted_jwks_uri;
 
+    /// L7: an issuer whose discovery document never ends is cut at the cap, and the token is
+    /// refused saying the keys are unavailable (not buffered until memory runs out).
+    #[tokio::test]
+    async fn an_endless_discovery_document_is_refused_at_the_cap() {
+        use base64::Engine;
+        let issuer = crate::fetch::endless::json_server().await;
+        let c: super::SchemeConfig = toml::from_str(&format!(
+            "scheme = {{ httpAuthSecurityScheme = {{ scheme = \"Bearer\" }} }}\n\
+             issuer = \"{issuer}\"\naudiences = [\"a\"]"
+        ))
+        .unwrap();
+        let verifier = super::JwtVerifier::new("oidc", &c, None).unwrap();
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let token = format!(
+            "{}.{}.c2ln",
+            b64(json!({"alg": "RS256", "kid": "k1", "typ": "JWT"})),
+            b64(json!({"sub": "s", "exp": 4_000_000_000u64}))
+        );
+        let started = std::time::Instant::now();
+        let err = verifier.verify(&token).await.unwrap_err();
+        assert!(err.contains("larger than 262144 bytes"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
     const META: &str = "https://id.example.com/.well-known/openid-configuration";
 
     #[test]
