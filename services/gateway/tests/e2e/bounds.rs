@@ -288,3 +288,35 @@ async fn replicas_expire_each_task_once_and_followers_elsewhere_see_it() {
         assert_eq!(events(id).await, before + 1, "one CANCELED event for {id}");
     }
 }
+
+/// The expiry is delivered by push like any other transition (embedded gateway: it delivers
+/// push itself).
+#[tokio::test]
+async fn an_expired_task_is_pushed_to_its_webhook() {
+    use a2a_testing::receiver::{Receiver, describe};
+    let gw = TestGateway::embedded(
+        "[push]\nallowed_hosts = [\"127.0.0.1\"]\n\
+         [limits.quotas]\ninterrupted_task_ttl = \"1s\"\n\
+         [retention]\nsweep_interval = \"200ms\"",
+    )
+    .await;
+    let receiver = Receiver::start().await;
+    let push = json!({"url": receiver.url("/hooks/a2a"), "token": "tok"});
+    let mut params = ask();
+    params["configuration"] = json!({"taskPushNotificationConfig": push});
+    let task = gw.ok("SendMessage", params).await["task"].clone();
+    assert_eq!(state(&task), "TASK_STATE_INPUT_REQUIRED", "{task}");
+    let canceled = "status TASK_STATE_CANCELED".to_owned();
+    receiver
+        .wait_for(Duration::from_secs(10), |r| {
+            r.iter().any(|r| describe(&r.json) == canceled)
+        })
+        .await;
+    let got: Vec<String> = receiver
+        .requests()
+        .iter()
+        .map(|r| describe(&r.json))
+        .collect();
+    assert_eq!(got.last(), Some(&canceled), "{got:?}");
+    assert_eq!(got.iter().filter(|d| **d == canceled).count(), 1, "{got:?}");
+}
