@@ -524,7 +524,14 @@ impl TaskStore for MemoryTaskStore {
             });
         };
         let task_of = |key: &OrderKey| &inner.tasks[&key.1.0].record.task;
-        let total_size = index.iter().filter(|k| matches(task_of(k), q)).count() as u64;
+        // ListTasks' totalSize is exact (the spec requires the count before paging): without
+        // a filter it is the index's size, O(1); with one, a scan of the owner's index.
+        let unfiltered = q.context_id.is_none() && q.status.is_none() && q.status_after.is_none();
+        let total_size = if unfiltered {
+            index.len() as u64
+        } else {
+            index.iter().filter(|k| matches(task_of(k), q)).count() as u64
+        };
         let start = match &q.cursor {
             Some(c) => Bound::Excluded((Reverse(c.status_millis), Reverse(c.task_id.clone()))),
             None => Bound::Unbounded,
