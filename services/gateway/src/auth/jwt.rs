@@ -233,8 +233,11 @@ impl Keys {
                 _ => "cannot verify token: issuer keys unavailable (retrying later)".into(),
             });
         }
+        let fetched = self.refetch().await;
+        // The interval runs from the attempt's end: the requests that waited for a slow
+        // attempt are answered at once, not by one more attempt each.
         *last = Some(Instant::now());
-        match self.refetch().await {
+        match fetched {
             Ok(set) => set
                 .find(kid)
                 .cloned()
@@ -254,10 +257,10 @@ impl Keys {
         if !self.may_fetch(*last) {
             return;
         }
-        *last = Some(Instant::now());
         let keys = self.clone();
         tokio::spawn(async move {
             let _ = keys.refetch().await;
+            *last = Some(Instant::now());
             drop(last);
         });
     }

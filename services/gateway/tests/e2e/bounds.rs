@@ -205,7 +205,7 @@ async fn a_hanging_issuer_does_not_queue_bearer_requests() {
         a.expect("answered with the keys we have");
     }
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_millis(4_500),
         "bearer requests waited for the hanging issuer: {took:?}"
     );
     assert!(
@@ -319,4 +319,47 @@ async fn an_expired_task_is_pushed_to_its_webhook() {
         .collect();
     assert_eq!(got.last(), Some(&canceled), "{got:?}");
     assert_eq!(got.iter().filter(|d| **d == canceled).count(), 1, "{got:?}");
+}
+
+/// M3, the other half: tokens naming keys we do not have, while the issuer hangs, wait for at
+/// most the one fetch in flight; once it ends they are refused at once, not by one more 5 s
+/// attempt each (the interval between attempts runs from the last one's end).
+#[tokio::test]
+async fn unknown_keys_wait_for_one_fetch_at_most_while_the_issuer_hangs() {
+    let issuer = Issuer::start().await;
+    let gw = TestGateway::with_config(&auth_config(issuer.url(), 1, 600)).await;
+    let first = issuer.token(Algorithm::RS256, &issuer.claims("warm", WRITE));
+    send(&client(
+        &gw,
+        BindingKind::JsonRpc,
+        Some(("authorization", &bearer(&first))),
+    ))
+    .await
+    .unwrap();
+    issuer.set_hanging(true);
+    tokio::time::sleep(Duration::from_millis(1_200)).await; // past min_refresh
+    let discoveries = issuer.discoveries();
+    let claims = issuer.claims("stranger", WRITE);
+    let tokens: Vec<String> = (0..6)
+        .map(|i| crate::issuer::SigningKey::ec(&format!("unknown-{i}")).sign(&claims))
+        .collect();
+    let started = Instant::now();
+    let answers = futures::future::join_all(tokens.iter().map(|t| async {
+        let c = client(
+            &gw,
+            BindingKind::JsonRpc,
+            Some(("authorization", &bearer(t))),
+        );
+        send(&c).await
+    }))
+    .await;
+    let took = started.elapsed();
+    for a in answers {
+        assert!(a.is_err(), "a token signed by an unknown key was accepted");
+    }
+    assert!(
+        took < Duration::from_secs(12),
+        "refusals queued behind one attempt each: {took:?}"
+    );
+    assert!(issuer.discoveries() <= discoveries + 1);
 }
