@@ -195,3 +195,49 @@ async fn owner_bytes_of_gone_connections_are_folded() {
         "{rows:?}"
     );
 }
+
+/// The expiry sweep finds the oldest interrupted tasks with a range scan of
+/// `tasks_interrupted`, which holds interrupted tasks only.
+#[tokio::test]
+async fn the_expiry_sweep_reads_the_interrupted_index() {
+    let store = TestStore::new().await;
+    task(&store, "asking", Some(TaskState::InputRequired)).await;
+    task(&store, "auth", Some(TaskState::AuthRequired)).await;
+    task(&store, "running", None).await;
+    task(&store, "done", Some(TaskState::Completed)).await;
+    let plan: Vec<(String,)> = sqlx::query_as(
+        "EXPLAIN SELECT id, context_id, seq FROM tasks \
+          WHERE state IN (6, 8) AND status_ms < 5000 ORDER BY status_ms LIMIT 500",
+    )
+    .fetch_all(store.store.pool())
+    .await
+    .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    assert!(
+        plan.iter().any(|l| l.contains("tasks_interrupted")),
+        "{plan:#?}"
+    );
+    let found = store
+        .store
+        .interrupted_before(SystemTime::UNIX_EPOCH + Duration::from_secs(5), 10)
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = found.into_iter().map(|t| t.task_id).collect();
+    ids.sort();
+    assert_eq!(ids, ["asking", "auth"]);
+    // The open-task count of `usage` is a scan of the owner's open states on the state index,
+    // never of the owner's terminal tasks.
+    let plan: Vec<(String,)> = sqlx::query_as(
+        "EXPLAIN SELECT 1 FROM tasks WHERE owner = 'alice' AND state IN (0, 1, 2, 6, 8) \
+          LIMIT 10000",
+    )
+    .fetch_all(store.store.pool())
+    .await
+    .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    assert!(
+        plan.iter().any(|l| l.contains("tasks_owner_state_recent")),
+        "{plan:#?}"
+    );
+    assert_eq!(store.store.usage("alice", 0).await.unwrap().open_tasks, 3);
+}
