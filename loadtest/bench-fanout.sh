@@ -58,6 +58,7 @@ max_streams = $(( IDLE + 2000 ))
 [limits.quotas]
 streams_per_owner = 0
 running_turns_per_owner = 0
+open_tasks_per_owner = 0
 # Every subscriber is a connection from this one address.
 [limits.connections]
 max = $(( IDLE + 4000 ))

@@ -151,6 +151,40 @@ pub(crate) fn created_event(task: &Task) -> StoredEvent {
     }
 }
 
+/// A task waiting for input (INPUT_REQUIRED or AUTH_REQUIRED), as
+/// [`TaskStore::interrupted_before`] finds it: what expiring it needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interrupted {
+    pub task_id: String,
+    pub context_id: String,
+    /// The sequence number its expiry must be appended after (the guard of the append).
+    pub seq: u64,
+}
+
+/// What one owner holds in the store (see [`TaskStore::usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnerUsage {
+    /// Tasks that are not terminal (running or interrupted), counted up to the limit asked.
+    pub open_tasks: u64,
+    /// Bytes of the messages and artifacts of all the owner's stored tasks ([`stored_bytes`]).
+    pub bytes: u64,
+}
+
+/// The bytes a task's messages and artifacts take, as both stores count them against the
+/// owner's cap: the protobuf encoded length of each history message, the status message and
+/// each artifact.
+pub fn stored_bytes(task: &Task) -> u64 {
+    use prost::Message as _;
+    let history: usize = task.history.iter().map(|m| m.encoded_len()).sum();
+    let artifacts: usize = task.artifacts.iter().map(|a| a.encoded_len()).sum();
+    let status = task
+        .status
+        .as_ref()
+        .and_then(|s| s.message.as_ref())
+        .map_or(0, |m| m.encoded_len());
+    (history + artifacts + status) as u64
+}
+
 /// Filters and paging of ListTasks, already validated by the service.
 #[derive(Debug, Clone, Default)]
 pub struct ListQuery {
@@ -394,6 +428,21 @@ pub trait TaskStore: Send + Sync + 'static {
     ) -> StoreResult<Vec<Orphan>> {
         Ok(Vec::new())
     }
+
+    /// At most `limit` interrupted tasks (INPUT_REQUIRED, AUTH_REQUIRED) of any owner whose
+    /// status is older than `before` (by its timestamp), oldest first: what the expiry sweep
+    /// moves to a terminal state, each with an append guarded by its sequence number (so a
+    /// task that moved meanwhile, or that another replica expired first, is left alone).
+    async fn interrupted_before(
+        &self,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> StoreResult<Vec<Interrupted>>;
+
+    /// What `owner` holds: its tasks that are not terminal, counted up to `count_up_to` (a
+    /// count that reaches it stops there; 0 = no bound), and the bytes of its stored messages
+    /// and artifacts.
+    async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage>;
 
     /// Whether the backing service answers and holds this binary's schema (used by `/readyz`):
     /// bounded, and not through the request pool (see `pg::health`).

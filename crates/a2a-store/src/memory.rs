@@ -14,16 +14,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::SystemTime;
 
-use a2a_types::state::{is_terminal, state_of, trim_history};
+use a2a_types::state::{is_interrupted, is_terminal, state_of, trim_history};
 use a2a_types::v1::{StreamResponse, Task, TaskPushNotificationConfig};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use crate::{
-    Cursor, DispatchMark, HeldKey, KeyClaim, KeyRequest, ListQuery, NewTask, PushConfigPage,
-    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
-    UpstreamRef, Webhook, apply_changes, created_event,
+    Cursor, DispatchMark, HeldKey, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask,
+    OwnerUsage, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
+    TaskPage, TaskRecord, TaskStore, UpstreamRef, Webhook, apply_changes, created_event,
+    stored_bytes,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -58,6 +59,12 @@ struct Inner {
     /// only those. A task removed from `tasks`, or left without configs, is pruned while
     /// counting, so whatever deletes tasks need not keep this in step.
     push_tasks: HashMap<String, std::collections::HashSet<String>>,
+    /// Interrupted tasks by (status timestamp, id): the expiry sweep reads from the front.
+    /// *Invariant*: a task is here exactly when it is stored and interrupted.
+    interrupted: BTreeSet<(i64, String)>,
+    /// Per owner, what [`TaskStore::usage`] answers; an owner holding nothing is removed.
+    /// *Invariant*: the sums over the owner's stored tasks (open ones, their `bytes`).
+    usage: HashMap<String, OwnerUsage>,
 }
 
 struct KeyEntry {
@@ -98,6 +105,8 @@ struct Entry {
     /// How far push delivery has gone: every event up to this sequence number is done (kept
     /// here, not by the delivery, so that it goes with the task).
     push_delivered: Option<u64>,
+    /// [`stored_bytes`] of the task, as counted in its owner's usage.
+    bytes: u64,
 }
 
 fn order_key(task: &Task) -> OrderKey {
@@ -234,6 +243,37 @@ impl Inner {
         count
     }
 
+    /// Moves the indexes and the owner's usage from a task's `old` snapshot (`None`: a new
+    /// task) to `new` (`None`: a deleted task), `bytes` apart.
+    fn account(&mut self, owner: &str, old: Option<(&Task, u64)>, new: Option<(&Task, u64)>) {
+        let open = |t: &Task| !is_terminal(state_of(t));
+        if let Some((t, _)) = old
+            && is_interrupted(state_of(t))
+        {
+            self.interrupted.remove(&(status_millis(t), t.id.clone()));
+        }
+        if let Some((t, _)) = new
+            && is_interrupted(state_of(t))
+        {
+            self.interrupted.insert((status_millis(t), t.id.clone()));
+        }
+        let (was_open, was_bytes) = old.map_or((false, 0), |(t, b)| (open(t), b));
+        let (is_open, is_bytes) = new.map_or((false, 0), |(t, b)| (open(t), b));
+        if (was_open, was_bytes) == (is_open, is_bytes) {
+            return;
+        }
+        let usage = match self.usage.get_mut(owner) {
+            Some(u) => u,
+            None => self.usage.entry(owner.to_owned()).or_default(),
+        };
+        usage.open_tasks =
+            (usage.open_tasks + u64::from(is_open)).saturating_sub(u64::from(was_open));
+        usage.bytes = (usage.bytes + is_bytes).saturating_sub(was_bytes);
+        if *usage == OwnerUsage::default() {
+            self.usage.remove(owner);
+        }
+    }
+
     /// Queues a task that just became terminal for retention.
     fn terminated(&mut self, task_id: &str) {
         self.terminal
@@ -244,6 +284,11 @@ impl Inner {
     /// the lock).
     fn remove_task(&mut self, task_id: &str) -> Option<Box<Entry>> {
         let mut entry = self.tasks.remove(task_id)?;
+        self.account(
+            &entry.record.owner,
+            Some((&entry.record.task, entry.bytes)),
+            None,
+        );
         // The entry is only dropped from here on: its id moves into the index key, uncopied.
         let task = &mut entry.record.task;
         let key = (
@@ -379,12 +424,14 @@ impl TaskStore for MemoryTaskStore {
             push_configs: Vec::new(),
             push_from: None,
             push_delivered: None,
+            bytes: stored_bytes(&task),
         });
         let mut inner = self.inner.write().map_err(poisoned)?;
         if inner.tasks.contains_key(&task.id) {
             return Err(StoreError::Duplicate(task.id));
         }
         applied?;
+        inner.account(&entry.record.owner, None, Some((&task, entry.bytes)));
         if terminal {
             inner.terminated(&task.id);
         }
@@ -428,7 +475,9 @@ impl TaskStore for MemoryTaskStore {
         let mut task = entry.record.task.clone();
         let events = apply_changes(&mut task, expected_seq + 1, changes)?;
         let (old_key, new_key) = (order_key(&entry.record.task), order_key(&task));
-        entry.record.task = task.clone();
+        let bytes = stored_bytes(&task);
+        let old = std::mem::replace(&mut entry.record.task, task.clone());
+        let old_bytes = std::mem::replace(&mut entry.bytes, bytes);
         entry.record.seq += events.len() as u64;
         // Shares the events with the answer (see `StoredEvent::event`).
         entry.events.extend(events.iter().map(|e| e.event.clone()));
@@ -437,6 +486,10 @@ impl TaskStore for MemoryTaskStore {
         {
             index.remove(&old_key);
             index.insert(new_key);
+        }
+        if old_bytes != bytes || state_of(&old) != state_of(&task) {
+            let owner = entry.record.owner.clone();
+            inner.account(&owner, Some((&old, old_bytes)), Some((&task, bytes)));
         }
         // Terminal tasks take no appends, so a task is queued once, when it ends.
         if is_terminal(state_of(&task)) {
@@ -471,7 +524,14 @@ impl TaskStore for MemoryTaskStore {
             });
         };
         let task_of = |key: &OrderKey| &inner.tasks[&key.1.0].record.task;
-        let total_size = index.iter().filter(|k| matches(task_of(k), q)).count() as u64;
+        // ListTasks' totalSize is exact (the spec requires the count before paging): without
+        // a filter it is the index's size, O(1); with one, a scan of the owner's index.
+        let unfiltered = q.context_id.is_none() && q.status.is_none() && q.status_after.is_none();
+        let total_size = if unfiltered {
+            index.len() as u64
+        } else {
+            index.iter().filter(|k| matches(task_of(k), q)).count() as u64
+        };
         let start = match &q.cursor {
             Some(c) => Bound::Excluded((Reverse(c.status_millis), Reverse(c.task_id.clone()))),
             None => Bound::Unbounded,
@@ -502,6 +562,40 @@ impl TaskStore for MemoryTaskStore {
             next,
             total_size,
         })
+    }
+
+    async fn interrupted_before(
+        &self,
+        before: SystemTime,
+        limit: usize,
+    ) -> StoreResult<Vec<Interrupted>> {
+        let before_ms = before
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let inner = self.inner.read().map_err(poisoned)?;
+        Ok(inner
+            .interrupted
+            .iter()
+            .take_while(|(ms, _)| *ms < before_ms)
+            .take(limit)
+            .filter_map(|(_, id)| {
+                let entry = inner.tasks.get(id)?;
+                Some(Interrupted {
+                    task_id: id.clone(),
+                    context_id: entry.record.task.context_id.clone(),
+                    seq: entry.record.seq,
+                })
+            })
+            .collect())
+    }
+
+    async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage> {
+        let inner = self.inner.read().map_err(poisoned)?;
+        let mut usage = inner.usage.get(owner).copied().unwrap_or_default();
+        if count_up_to > 0 {
+            usage.open_tasks = usage.open_tasks.min(count_up_to);
+        }
+        Ok(usage)
     }
 
     async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {

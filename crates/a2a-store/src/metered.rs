@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use metrics::Histogram;
 
 use crate::{
-    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PoolStats, PushConfigPage,
-    PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore,
-    UpstreamRef,
+    DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
+    PoolStats, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
+    TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 
 /// The wrapped store, timed.
@@ -222,6 +222,22 @@ impl TaskStore for Metered {
 
     async fn purge_tasks(&self, before: std::time::SystemTime, limit: usize) -> StoreResult<u64> {
         forward!(self, "purge_tasks", purge_tasks(before, limit))
+    }
+
+    async fn interrupted_before(
+        &self,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> StoreResult<Vec<Interrupted>> {
+        forward!(
+            self,
+            "interrupted_before",
+            interrupted_before(before, limit)
+        )
+    }
+
+    async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage> {
+        forward!(self, "usage", usage(owner, count_up_to))
     }
 
     async fn purge_stale_leases(&self, grace: std::time::Duration) -> StoreResult<u64> {

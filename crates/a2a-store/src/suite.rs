@@ -2,8 +2,10 @@
 //! [`store_conformance_suite!`](crate::store_conformance_suite), so the in-memory store and the
 //! PostgreSQL store are held to exactly the same behaviour.
 
+mod bounds;
 mod retention;
 
+pub use bounds::*;
 pub use retention::*;
 
 use a2a_types::state::state_of;
@@ -34,7 +36,9 @@ macro_rules! store_conformance_suite {
             idempotency_keys_are_per_owner_and_first_wins,
             expired_idempotency_keys_are_free_and_purged, changes_commit_together,
             last_seqs_report_each_existing_task,
-            retention_deletes_exactly_the_expired_terminal_tasks);
+            retention_deletes_exactly_the_expired_terminal_tasks,
+            interrupted_tasks_are_found_oldest_first,
+            usage_counts_open_tasks_and_stored_bytes);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

@@ -124,6 +124,16 @@ impl TaskStore for TestStore {
     async fn purge_stale_leases(&self, grace: std::time::Duration) -> StoreResult<u64> {
         self.store.purge_stale_leases(grace).await
     }
+    async fn interrupted_before(
+        &self,
+        before: std::time::SystemTime,
+        n: usize,
+    ) -> StoreResult<Vec<a2a_store::Interrupted>> {
+        self.store.interrupted_before(before, n).await
+    }
+    async fn usage(&self, o: &str, n: u64) -> StoreResult<a2a_store::OwnerUsage> {
+        self.store.usage(o, n).await
+    }
     async fn ping(&self) -> StoreResult<()> {
         self.store.ping().await
     }

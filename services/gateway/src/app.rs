@@ -113,6 +113,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     for agent in &upstream {
         agent.start(shutdown.clone());
     }
+    svc.start_expiry(config.file.retention.sweep_interval, shutdown.clone());
     crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
     Ok(svc)
 }

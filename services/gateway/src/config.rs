@@ -979,6 +979,20 @@ mod tests {
         // Unset keys keep their defaults.
         assert_eq!(l.quotas.running_turns_per_owner, 1_000);
         assert_eq!(l.quotas.push_configs_per_owner, 10_000);
+        assert_eq!(l.quotas.open_tasks_per_owner, 10_000);
+        assert_eq!(l.quotas.stored_bytes_per_owner, 1 << 30);
+        assert_eq!(
+            l.quotas.interrupted_task_ttl,
+            Some(std::time::Duration::from_secs(86_400))
+        );
+        let off = FileConfig::parse("[limits.quotas]\ninterrupted_task_ttl = 0").unwrap();
+        assert_eq!(off.limits.quotas.interrupted_task_ttl, None);
+        let short = FileConfig::parse("[limits.quotas]\ninterrupted_task_ttl = \"90m\"").unwrap();
+        assert_eq!(
+            short.limits.quotas.interrupted_task_ttl,
+            Some(std::time::Duration::from_secs(5_400))
+        );
+        assert!(FileConfig::parse("[limits.quotas]\ninterrupted_task_ttl = 5").is_err());
         assert!(FileConfig::parse("[limits.quotas]\nstreams = 1").is_err());
         let d = Limits::default();
         assert_eq!(

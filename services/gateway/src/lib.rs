@@ -6,6 +6,7 @@ pub mod auth;
 pub mod bindings;
 pub mod config;
 mod conn;
+pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod keys;

@@ -87,6 +87,11 @@ enum Written {
     Number(u64),
 }
 
+/// A duration setting as TOML writes it: a string with a unit (see [`parse_duration`]) or 0.
+pub(crate) fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    written(d)
+}
+
 fn written<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     use serde::de::Error;
     match Written::deserialize(d)? {

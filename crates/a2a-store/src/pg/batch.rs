@@ -31,6 +31,8 @@ pub(super) struct AppendJob {
     pub task_id: String,
     pub expected: i64,
     pub row: TaskRow,
+    /// How the task's bytes change (`row.bytes` less those of the snapshot at `expected`).
+    pub delta: i64,
     /// Events expected + 1..=expected + n.
     pub events: Vec<Vec<u8>>,
     pub plan: Plan,
@@ -71,6 +73,23 @@ pub(super) async fn execute(
         a.sql(&mut n, &mut ctes);
         results.push("SELECT id, seq FROM a_updated");
     }
+    // What the owners' stored bytes became, in this connection's own slot (see migration 0011).
+    let mut changed = Vec::new();
+    if !creates.is_empty() {
+        changed.push("SELECT i.owner, i.bytes AS d FROM c_input i JOIN c_created c ON c.id = i.id");
+    }
+    if !appends.is_empty() {
+        changed.push(
+            "SELECT u.owner, i.delta AS d FROM a_updated u JOIN a_input i ON i.task_id = u.id",
+        );
+    }
+    ctes.push(format!(
+        "usage AS (INSERT INTO owner_bytes (owner, slot, bytes) \
+         SELECT owner, pg_backend_pid(), sum(d)::int8 FROM ({}) x \
+          GROUP BY owner HAVING sum(d) <> 0 \
+         ON CONFLICT (owner, slot) DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes)",
+        changed.join(" UNION ALL ")
+    ));
     let sql = format!("WITH {} {}", ctes.join(", "), results.join(" UNION ALL "));
     let mut query = sqlx::query(AssertSqlSafe(sql));
     if !creates.is_empty() {
@@ -110,18 +129,30 @@ impl CreateParts {
     }
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
-        let [id, owner, agent, ctx, seq, state, ms, snap, hlen, alen] = params(n);
+        let [
+            id,
+            owner,
+            agent,
+            ctx,
+            seq,
+            state,
+            ms,
+            snap,
+            hlen,
+            alen,
+            bytes,
+        ] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
                ${ctx}::text[], ${seq}::int8[], ${state}::int2[], ${ms}::int8[], \
-               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[]) \
+               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[]) \
              AS i(id, owner, agent, context_id, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len)), \
+                  artifacts_len, bytes)), \
              c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
-               seq, history_len, artifacts_len, snapshot) \
+               seq, history_len, artifacts_len, snapshot, bytes) \
              SELECT id, owner, agent, context_id, state, status_ms, seq, history_len, \
-               artifacts_len, snapshot FROM c_input \
+               artifacts_len, snapshot, bytes FROM c_input \
              ON CONFLICT (id) DO NOTHING RETURNING id), \
              c_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
@@ -197,7 +228,8 @@ impl AppendParts {
     }
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
-        let [id, expected, seq, state, ms, snap, hlen, alen] = params(n);
+        let [id, expected, seq, state, ms, snap, hlen, alen, bytes] = params(n);
+        let [delta] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         // Terminal states (COMPLETED 3, FAILED 4, CANCELED 5, REJECTED 7) are refused here
         // too, so immutability does not rest on the caller's snapshot alone.
@@ -206,17 +238,17 @@ impl AppendParts {
         ctes.push(format!(
             "a_input AS (SELECT * FROM unnest(${id}::text[], ${expected}::int8[], \
                ${seq}::int8[], ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], \
-               ${hlen}::int4[], ${alen}::int4[]) \
+               ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], ${delta}::int8[]) \
              AS i(task_id, expected, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len)), \
+                  artifacts_len, bytes, delta)), \
              a_updated AS (UPDATE tasks t SET seq = i.seq, state = i.state, \
                status_ms = i.status_ms, snapshot = i.snapshot, history_len = i.history_len, \
-               artifacts_len = i.artifacts_len, updated_at = now(), \
+               artifacts_len = i.artifacts_len, bytes = i.bytes, updated_at = now(), \
                dispatcher = coalesce(nullif(current_setting('a2a.replica', true), ''), \
                  t.dispatcher) \
              FROM a_input i \
              WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
-             RETURNING t.id, t.seq, t.history_len, t.artifacts_len), \
+             RETURNING t.id, t.seq, t.history_len, t.artifacts_len, t.owner), \
              a_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
                FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \
@@ -281,6 +313,7 @@ impl AppendParts {
             .bind(jobs.iter().map(|j| j.expected).collect::<Vec<_>>())
             .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
+        q = q.bind(jobs.iter().map(|j| j.delta).collect::<Vec<_>>());
         q = bind_events(
             q,
             jobs.iter()
@@ -300,7 +333,7 @@ impl AppendParts {
     }
 }
 
-/// state, status_ms, snapshot, history_len, artifacts_len.
+/// state, status_ms, snapshot, history_len, artifacts_len, bytes.
 fn bind_rows<'a>(q: Q<'a>, rows: impl Iterator<Item = &'a TaskRow> + Clone) -> Q<'a> {
     q.bind(rows.clone().map(|r| r.state).collect::<Vec<_>>())
         .bind(rows.clone().map(|r| r.status_ms).collect::<Vec<_>>())
@@ -310,7 +343,8 @@ fn bind_rows<'a>(q: Q<'a>, rows: impl Iterator<Item = &'a TaskRow> + Clone) -> Q
                 .collect::<Vec<_>>(),
         )
         .bind(rows.clone().map(|r| r.history_len).collect::<Vec<_>>())
-        .bind(rows.map(|r| r.artifacts_len).collect::<Vec<_>>())
+        .bind(rows.clone().map(|r| r.artifacts_len).collect::<Vec<_>>())
+        .bind(rows.map(|r| r.bytes).collect::<Vec<_>>())
 }
 
 /// Per-task events, numbered from the given first sequence number, as three arrays.

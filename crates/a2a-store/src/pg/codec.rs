@@ -44,6 +44,8 @@ pub(super) struct TaskRow {
     pub snapshot: Vec<u8>,
     pub history_len: i32,
     pub artifacts_len: i32,
+    /// [`crate::stored_bytes`] of the task.
+    pub bytes: i64,
 }
 
 impl TaskRow {
@@ -62,6 +64,7 @@ impl TaskRow {
             snapshot: encode(&core),
             history_len: len_i32(task.history.len()),
             artifacts_len: len_i32(task.artifacts.len()),
+            bytes: i64::try_from(crate::stored_bytes(task)).unwrap_or(i64::MAX),
         }
     }
 }

@@ -47,9 +47,9 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 
 use crate::{
-    DispatchMark, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, PushConfigPage, PushQuota,
-    StoreError, StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
-    apply_changes, created_event,
+    DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
+    PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
+    TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;
@@ -292,10 +292,13 @@ impl TaskStore for PgTaskStore {
         };
         let mut new = old.clone();
         let events = apply_changes(&mut new, expected_seq + 1, changes)?;
+        let row = TaskRow::of(&new);
+        let old_bytes = i64::try_from(crate::stored_bytes(&old)).unwrap_or(i64::MAX);
         let job = AppendJob {
             task_id: task_id.to_owned(),
             expected: to_i64(expected_seq),
-            row: TaskRow::of(&new),
+            delta: row.bytes.saturating_sub(old_bytes),
+            row,
             events: events
                 .iter()
                 .map(|e| codec::encode(e.event.as_ref()))
@@ -396,7 +399,21 @@ impl TaskStore for PgTaskStore {
         retention::purge_tasks(&self.pool, before, limit).await
     }
 
+    async fn interrupted_before(
+        &self,
+        before: std::time::SystemTime,
+        limit: usize,
+    ) -> StoreResult<Vec<Interrupted>> {
+        retention::interrupted_before(&self.pool, before, limit).await
+    }
+
+    async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage> {
+        read::usage(&self.pool, owner, count_up_to).await
+    }
+
     async fn purge_stale_leases(&self, grace: Duration) -> StoreResult<u64> {
+        // The same sweep keeps `owner_bytes` to about a row per owner and live writer.
+        retention::fold_owner_bytes(&self.pool).await?;
         retention::purge_stale_leases(&self.pool, grace).await
     }
 

@@ -279,3 +279,32 @@ pub(super) async fn events_after(
     }
     Ok(events)
 }
+
+/// What `owner` holds (see [`crate::TaskStore::usage`]): its open tasks, counted on the
+/// `(owner, state, ...)` index up to `count_up_to` (so the count costs at most that many index
+/// entries), and the sum of its `owner_bytes` rows.
+pub(super) async fn usage(
+    pool: &PgPool,
+    owner: &str,
+    count_up_to: u64,
+) -> StoreResult<crate::OwnerUsage> {
+    const SQL: &str = "\
+        SELECT (SELECT count(*) FROM (SELECT 1 FROM tasks \
+                  WHERE owner = $1 AND state IN (0, 1, 2, 6, 8) LIMIT $2) open) AS open, \
+               (SELECT coalesce(sum(bytes), 0)::int8 FROM owner_bytes WHERE owner = $1) AS bytes";
+    let limit = if count_up_to == 0 {
+        i64::MAX
+    } else {
+        i64::try_from(count_up_to).unwrap_or(i64::MAX)
+    };
+    let (open, bytes): (i64, i64) = sqlx::query_as(SQL)
+        .bind(owner)
+        .bind(limit)
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(crate::OwnerUsage {
+        open_tasks: u64::try_from(open).unwrap_or(0),
+        bytes: u64::try_from(bytes).unwrap_or(0),
+    })
+}

@@ -38,7 +38,12 @@ pub(super) async fn purge_tasks(
                       ORDER BY terminal_at LIMIT $2 \
                         FOR UPDATE SKIP LOCKED) oldest), \
              gone AS (DELETE FROM tasks WHERE id = ANY((SELECT ids FROM doomed)::text[]) \
-                      RETURNING id), \
+                      RETURNING id, owner, bytes), \
+             usage AS (INSERT INTO owner_bytes (owner, slot, bytes) \
+                        SELECT owner, 0, -sum(bytes)::int8 FROM gone GROUP BY owner \
+                        HAVING sum(bytes) <> 0 \
+                        ON CONFLICT (owner, slot) \
+                        DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes), \
              history AS (DELETE FROM task_history \
                           WHERE task_id = ANY((SELECT ids FROM doomed)::text[])), \
              artifacts AS (DELETE FROM task_artifacts \
@@ -63,6 +68,57 @@ pub(super) async fn purge_tasks(
         .await
         .map_err(db_error)?;
     Ok(u64::try_from(deleted).unwrap_or(0))
+}
+
+/// At most `limit` interrupted tasks whose status timestamp is before `before`, oldest first:
+/// a range scan of `tasks_interrupted` (migration 0011).
+pub(super) async fn interrupted_before(
+    pool: &PgPool,
+    before: SystemTime,
+    limit: usize,
+) -> StoreResult<Vec<crate::Interrupted>> {
+    const SQL: &str = "\
+        SELECT id, context_id, seq FROM tasks \
+         WHERE state IN (6, 8) AND status_ms < $1 \
+         ORDER BY status_ms LIMIT $2";
+    let before_ms = before
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(SQL)
+        .bind(before_ms)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(rows
+        .into_iter()
+        .map(|(task_id, context_id, seq)| crate::Interrupted {
+            task_id,
+            context_id,
+            seq: u64::try_from(seq).unwrap_or(0),
+        })
+        .collect())
+}
+
+/// Folds the `owner_bytes` rows of writer connections that are gone into slot 0, so the table
+/// keeps about one row per owner and live writer; one process at a time (the sweep's lock).
+pub(super) async fn fold_owner_bytes(pool: &PgPool) -> StoreResult<u64> {
+    const SQL: &str = "\
+        WITH gone AS (DELETE FROM owner_bytes \
+                       WHERE slot <> 0 AND (SELECT pg_try_advisory_xact_lock($1)) \
+                         AND slot NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL) \
+                       RETURNING owner, bytes), \
+             folded AS (INSERT INTO owner_bytes (owner, slot, bytes) \
+                         SELECT owner, 0, sum(bytes)::int8 FROM gone GROUP BY owner \
+                         ON CONFLICT (owner, slot) \
+                         DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes) \
+        SELECT count(*) FROM gone";
+    let (n,): (i64,) = sqlx::query_as(SQL)
+        .bind(TASK_SWEEP_LOCK)
+        .fetch_one(pool)
+        .await
+        .map_err(db_error)?;
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 /// Deletes the leases that expired more than `grace` ago. A lease that has expired already

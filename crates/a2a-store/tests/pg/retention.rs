@@ -134,3 +134,110 @@ async fn stale_dispatch_leases_are_deleted() {
             .unwrap();
     assert_eq!(left, ["live", "recent"]);
 }
+
+/// `owner_bytes` keeps about a row per owner and live writer: the rows of connections that are
+/// gone are folded into slot 0 by the sweep, the sums unchanged; the rows of live writers stay.
+#[tokio::test]
+async fn owner_bytes_of_gone_connections_are_folded() {
+    let store = TestStore::new().await;
+    let message = a2a_types::v1::Message {
+        message_id: "m".into(),
+        parts: vec![a2a_types::v1::Part {
+            content: Some(a2a_types::v1::part::Content::Text("hello".into())),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let new = NewTask {
+        owner: "alice".into(),
+        agent: "echo".into(),
+        task: Task {
+            id: "a".into(),
+            context_id: "c".into(),
+            history: vec![message],
+            ..Default::default()
+        },
+    };
+    store.store.create(new).await.unwrap();
+    let before = store.store.usage("alice", 0).await.unwrap().bytes;
+    assert!(before > 0);
+    // Rows left by writer connections that are gone (no backend has these pids).
+    sqlx::query(
+        "INSERT INTO owner_bytes (owner, slot, bytes) VALUES \
+           ('alice', -7, 100), ('alice', -8, 20), ('bob', -7, 5), ('bob', 0, 1)",
+    )
+    .execute(store.store.pool())
+    .await
+    .unwrap();
+    store
+        .store
+        .purge_stale_leases(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.store.usage("alice", 0).await.unwrap().bytes,
+        before + 120
+    );
+    assert_eq!(store.store.usage("bob", 0).await.unwrap().bytes, 6);
+    let rows: Vec<(String, i32, i64)> =
+        sqlx::query_as("SELECT owner, slot, bytes FROM owner_bytes ORDER BY owner, slot")
+            .fetch_all(store.store.pool())
+            .await
+            .unwrap();
+    assert!(
+        rows.iter().all(|(_, slot, _)| *slot >= 0),
+        "gone slots folded: {rows:?}"
+    );
+    assert!(rows.contains(&("bob".into(), 0, 6)), "{rows:?}");
+    // The live writer's own row (its backend pid) is kept.
+    assert!(
+        rows.iter().any(|(o, slot, _)| o == "alice" && *slot > 0),
+        "{rows:?}"
+    );
+}
+
+/// The expiry sweep finds the oldest interrupted tasks with a range scan of
+/// `tasks_interrupted`, which holds interrupted tasks only.
+#[tokio::test]
+async fn the_expiry_sweep_reads_the_interrupted_index() {
+    let store = TestStore::new().await;
+    task(&store, "asking", Some(TaskState::InputRequired)).await;
+    task(&store, "auth", Some(TaskState::AuthRequired)).await;
+    task(&store, "running", None).await;
+    task(&store, "done", Some(TaskState::Completed)).await;
+    let plan: Vec<(String,)> = sqlx::query_as(
+        "EXPLAIN SELECT id, context_id, seq FROM tasks \
+          WHERE state IN (6, 8) AND status_ms < 5000 ORDER BY status_ms LIMIT 500",
+    )
+    .fetch_all(store.store.pool())
+    .await
+    .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    assert!(
+        plan.iter().any(|l| l.contains("tasks_interrupted")),
+        "{plan:#?}"
+    );
+    let found = store
+        .store
+        .interrupted_before(SystemTime::UNIX_EPOCH + Duration::from_secs(5), 10)
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = found.into_iter().map(|t| t.task_id).collect();
+    ids.sort();
+    assert_eq!(ids, ["asking", "auth"]);
+    // The open-task count of `usage` is a scan of the owner's open states on the state index,
+    // never of the owner's terminal tasks.
+    let plan: Vec<(String,)> = sqlx::query_as(
+        "EXPLAIN SELECT 1 FROM tasks WHERE owner = 'alice' AND state IN (0, 1, 2, 6, 8) \
+          LIMIT 10000",
+    )
+    .fetch_all(store.store.pool())
+    .await
+    .unwrap();
+    let plan: Vec<String> = plan.into_iter().map(|(line,)| line).collect();
+    assert!(
+        plan.iter().any(|l| l.contains("tasks_owner_state_recent")),
+        "{plan:#?}"
+    );
+    assert_eq!(store.store.usage("alice", 0).await.unwrap().open_tasks, 3);
+}

@@ -43,7 +43,8 @@ pub struct SchemeConfig {
     /// How long a fetched JWKS is trusted before it is fetched again.
     #[serde(default = "default_jwks_ttl")]
     pub jwks_ttl_secs: u64,
-    /// Least time between two JWKS fetches caused by unknown key ids.
+    /// Least time between two JWKS fetch attempts, whatever caused them (from the end of one to
+    /// the start of the next; also the back-off after a failure).
     #[serde(default = "default_min_refresh")]
     pub jwks_min_refresh_secs: u64,
     /// Clock skew allowed on exp/nbf.

@@ -1,6 +1,15 @@
 //! Bearer JWT verification against the issuer's JWKS, found by OIDC discovery (or the OAuth2
-//! metadata document, same `jwks_uri` field): two GETs, cached for a TTL, refetched early when a
-//! token names a key we do not know (the issuer rotated), at most once per `min_refresh`.
+//! metadata document, same `jwks_uri` field): two GETs, each body at most [`MAX_DOCUMENT_BYTES`],
+//! cached for a TTL, refetched early when a token names a key we do not know (the issuer
+//! rotated).
+//!
+//! Fetches are single-flight and at least `min_refresh` apart, whatever the reason (a stale
+//! set, an unknown key id, a failed attempt: the interval is the back-off). A token whose key
+//! is in the set, fresh or stale, never waits for a fetch: once the set is past its TTL, the
+//! first such token starts one refresh in the background and every token is checked against
+//! the keys we have meanwhile (during an issuer outage the stale keys stay trusted, as before).
+//! Only a token naming a key we do not have waits, for the one fetch in flight or the one it
+//! starts; when the last attempt is too recent it is refused at once.
 
 use std::collections::HashSet;
 use std::str::FromStr;
@@ -24,19 +33,29 @@ pub struct Verified {
     pub scopes: Vec<String>,
 }
 
+/// The cap on the discovery document and on the JWKS.
+pub const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
+
 pub struct JwtVerifier {
     issuer: String,
-    metadata_url: String,
     audiences: Vec<String>,
     algorithms: Vec<Algorithm>,
     leeway: u64,
+    keys: Arc<Keys>,
+    verified: TokenCache,
+}
+
+/// The issuer's keys and how they are fetched: shared with the background refresh.
+struct Keys {
+    issuer: String,
+    metadata_url: String,
     ttl: Duration,
     min_refresh: Duration,
     http: reqwest::Client,
+    /// The last set fetched, and when.
     cache: RwLock<Option<(Arc<JwkSet>, Instant)>>,
     /// Held while fetching (one fetch at a time); holds the time of the last attempt.
-    refresh: tokio::sync::Mutex<Option<Instant>>,
-    verified: TokenCache,
+    refresh: Arc<tokio::sync::Mutex<Option<Instant>>>,
 }
 
 #[derive(Deserialize)]
@@ -91,16 +110,19 @@ impl JwtVerifier {
             .build()
             .map_err(|e| format!("auth scheme {name}: HTTP client: {e}"))?;
         Ok(Self {
+            keys: Arc::new(Keys {
+                issuer: issuer.clone(),
+                metadata_url,
+                ttl: Duration::from_secs(c.jwks_ttl_secs),
+                min_refresh: Duration::from_secs(c.jwks_min_refresh_secs),
+                http,
+                cache: RwLock::new(None),
+                refresh: Arc::new(tokio::sync::Mutex::new(None)),
+            }),
             issuer,
-            metadata_url,
             audiences: c.audiences.clone(),
             algorithms,
             leeway: c.leeway_secs,
-            ttl: Duration::from_secs(c.jwks_ttl_secs),
-            min_refresh: Duration::from_secs(c.jwks_min_refresh_secs),
-            http,
-            cache: RwLock::new(None),
-            refresh: tokio::sync::Mutex::new(None),
             verified: TokenCache::new(c.token_cache_size, Duration::from_secs(c.token_cache_secs)),
         })
     }
@@ -125,7 +147,7 @@ impl JwtVerifier {
             return Err(format!("token algorithm {:?} is not accepted", header.alg));
         }
         let kid = header.kid.ok_or("token has no key id (kid)")?;
-        let jwk = self.key(&kid).await?;
+        let jwk = self.keys.key(&kid).await?;
         if let Some(alg) = jwk.common.key_algorithm
             && format!("{alg:?}") != format!("{:?}", header.alg)
         {
@@ -172,53 +194,92 @@ impl JwtVerifier {
         };
         Ok((verified, c.exp))
     }
+}
 
-    fn cached(&self, kid: &str) -> Option<Jwk> {
-        let guard = self.cache.read().expect("jwks cache lock");
+impl Keys {
+    /// The cached set and whether it is still within its TTL.
+    fn current(&self) -> Option<(Arc<JwkSet>, bool)> {
+        let guard = self.cache.read().unwrap_or_else(|e| e.into_inner());
         let (set, at) = guard.as_ref()?;
-        if at.elapsed() >= self.ttl {
-            return None;
-        }
-        set.find(kid).cloned()
+        Some((set.clone(), at.elapsed() < self.ttl))
     }
 
-    async fn key(&self, kid: &str) -> Result<Jwk, String> {
-        if let Some(k) = self.cached(kid) {
-            return Ok(k);
-        }
-        let mut last = self.refresh.lock().await;
-        // Another request may have refreshed while we waited.
-        if let Some(k) = self.cached(kid) {
-            return Ok(k);
-        }
-        let fresh = self
-            .cache
-            .read()
-            .expect("jwks cache lock")
-            .as_ref()
-            .is_some_and(|(_, at)| at.elapsed() < self.ttl);
-        // A fresh set without this kid: refetch only if the last attempt is old enough, so a
-        // stream of tokens with made-up kids cannot hammer the issuer.
-        if fresh && last.is_some_and(|t| t.elapsed() < self.min_refresh) {
-            return Err("token signed by an unknown key".into());
-        }
-        *last = Some(Instant::now());
-        let set = match self.fetch().await {
-            Ok(set) => set,
-            Err(e) => {
-                tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the issuer's JWKS");
-                // An issuer outage should not lock everyone out: keep trusting the keys we had.
-                // Without any, the refusal says why (no secret in it: URLs and field names).
-                let stale = self.cache.read().expect("jwks cache lock");
-                return stale
-                    .as_ref()
-                    .and_then(|(set, _)| set.find(kid).cloned())
-                    .ok_or_else(|| format!("cannot verify token: issuer keys unavailable ({e})"));
+    /// Whether the last attempt (`last`) is long enough ago for another fetch.
+    fn may_fetch(&self, last: Option<Instant>) -> bool {
+        last.is_none_or(|t| t.elapsed() >= self.min_refresh)
+    }
+
+    async fn key(self: &Arc<Self>, kid: &str) -> Result<Jwk, String> {
+        let current = self.current();
+        if let Some((set, fresh)) = &current
+            && let Some(k) = set.find(kid)
+        {
+            if !fresh {
+                self.refresh_in_background();
             }
+            return Ok(k.clone());
+        }
+        // A key we do not have: only a fetch can find it. Wait for the one in flight, if any
+        // (bounded by the client's timeout), then fetch unless the last attempt is too recent.
+        let mut last = self.refresh.lock().await;
+        if let Some((set, _)) = self.current()
+            && let Some(k) = set.find(kid)
+        {
+            return Ok(k.clone());
+        }
+        if !self.may_fetch(*last) {
+            return Err(match current {
+                Some((_, true)) => "token signed by an unknown key".into(),
+                _ => "cannot verify token: issuer keys unavailable (retrying later)".into(),
+            });
+        }
+        let fetched = self.refetch().await;
+        // The interval runs from the attempt's end: the requests that waited for a slow
+        // attempt are answered at once, not by one more attempt each.
+        *last = Some(Instant::now());
+        match fetched {
+            Ok(set) => set
+                .find(kid)
+                .cloned()
+                .ok_or_else(|| "token signed by an unknown key".into()),
+            Err(e) => Err(format!(
+                "cannot verify token: issuer keys unavailable ({e})"
+            )),
+        }
+    }
+
+    /// Starts one background refresh of a stale set, unless one runs or the last attempt is
+    /// too recent.
+    fn refresh_in_background(self: &Arc<Self>) {
+        let Ok(mut last) = self.refresh.clone().try_lock_owned() else {
+            return; // a fetch is in flight
         };
-        let found = set.find(kid).cloned();
-        *self.cache.write().expect("jwks cache lock") = Some((Arc::new(set), Instant::now()));
-        found.ok_or_else(|| "token signed by an unknown key".into())
+        if !self.may_fetch(*last) {
+            return;
+        }
+        let keys = self.clone();
+        tokio::spawn(async move {
+            let _ = keys.refetch().await;
+            *last = Some(Instant::now());
+            drop(last);
+        });
+    }
+
+    /// Fetches the set and caches it; a failure keeps the set we had (logged).
+    async fn refetch(&self) -> Result<Arc<JwkSet>, String> {
+        match self.fetch().await {
+            Ok(set) => {
+                let set = Arc::new(set);
+                *self.cache.write().unwrap_or_else(|e| e.into_inner()) =
+                    Some((set.clone(), Instant::now()));
+                Ok(set)
+            }
+            Err(e) => {
+                // An issuer outage should not lock everyone out: the keys we had stay trusted.
+                tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the issuer's JWKS");
+                Err(e)
+            }
+        }
     }
 
     async fn fetch(&self) -> Result<JwkSet, String> {
@@ -246,7 +307,10 @@ impl JwtVerifier {
         if !resp.status().is_success() {
             return Err(format!("GET {url}: {}", resp.status()));
         }
-        resp.json().await.map_err(|e| format!("GET {url}: {e}"))
+        let body = crate::fetch::read_capped(resp, MAX_DOCUMENT_BYTES)
+            .await
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        serde_json::from_slice(&body).map_err(|e| format!("GET {url}: not JSON: {e}"))
     }
 }
 
@@ -298,6 +362,32 @@ mod tests {
     use serde_json::json;
 
     use super::trusted_jwks_uri;
+
+    /// L7: an issuer whose discovery document never ends is cut at the cap, and the token is
+    /// refused saying the keys are unavailable (not buffered until memory runs out).
+    #[tokio::test]
+    async fn an_endless_discovery_document_is_refused_at_the_cap() {
+        use base64::Engine;
+        let issuer = crate::fetch::endless::json_server().await;
+        let c: super::SchemeConfig = toml::from_str(&format!(
+            "scheme = {{ httpAuthSecurityScheme = {{ scheme = \"Bearer\" }} }}\n\
+             issuer = \"{issuer}\"\naudiences = [\"a\"]"
+        ))
+        .unwrap();
+        let verifier = super::JwtVerifier::new("oidc", &c, None).unwrap();
+        let b64 = |v: serde_json::Value| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string())
+        };
+        let token = format!(
+            "{}.{}.c2ln",
+            b64(json!({"alg": "RS256", "kid": "k1", "typ": "JWT"})),
+            b64(json!({"sub": "s", "exp": 4_000_000_000u64}))
+        );
+        let started = std::time::Instant::now();
+        let err = verifier.verify(&token).await.unwrap_err();
+        assert!(err.contains("larger than 262144 bytes"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
 
     const META: &str = "https://id.example.com/.well-known/openid-configuration";
 

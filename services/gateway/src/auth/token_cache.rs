@@ -5,9 +5,11 @@
 //! Entries are keyed by the token's SHA-256 (the token itself is never kept), live until the
 //! token's `exp` or `max_age`, whichever is sooner, so a key the issuer withdraws stops being
 //! trusted within `max_age`. Only successes are cached: a bad token is re-checked every time.
+//!
+//! When full, the cache evicts one entry for each one it takes (`quick_cache`'s S3-FIFO: a
+//! token seen once goes before the tokens in use), so many distinct callers cannot flush the
+//! tokens of the others.
 
-use std::collections::HashMap;
-use std::sync::RwLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
@@ -15,32 +17,34 @@ use sha2::{Digest, Sha256};
 use super::jwt::Verified;
 
 pub struct TokenCache {
-    entries: RwLock<HashMap<[u8; 32], (Verified, Instant)>>,
-    capacity: usize,
+    entries: Option<quick_cache::sync::Cache<[u8; 32], (Verified, Instant)>>,
     max_age: Duration,
 }
 
 impl TokenCache {
     pub fn new(capacity: usize, max_age: Duration) -> Self {
         Self {
-            entries: RwLock::new(HashMap::new()),
-            capacity,
+            entries: (capacity > 0).then(|| quick_cache::sync::Cache::new(capacity)),
             max_age,
         }
     }
 
     pub fn get(&self, token: &str) -> Option<Verified> {
+        let entries = self.entries.as_ref()?;
         let key = digest(token);
-        let entries = self.entries.read().expect("token cache lock");
         let (verified, until) = entries.get(&key)?;
-        (Instant::now() < *until).then(|| verified.clone())
+        if Instant::now() < until {
+            return Some(verified);
+        }
+        entries.remove(&key);
+        None
     }
 
     /// Remembers a verified token that expires at `exp` (seconds since the epoch).
     pub fn put(&self, token: &str, verified: &Verified, exp: u64) {
-        if self.capacity == 0 {
+        let Some(entries) = &self.entries else {
             return;
-        }
+        };
         let now_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -49,16 +53,13 @@ impl TokenCache {
         if lifetime.is_zero() {
             return;
         }
-        let now = Instant::now();
-        let mut entries = self.entries.write().expect("token cache lock");
-        if entries.len() >= self.capacity {
-            entries.retain(|_, (_, until)| *until > now);
-            // Still full of live tokens (many distinct callers): start over rather than grow.
-            if entries.len() >= self.capacity {
-                entries.clear();
-            }
-        }
-        entries.insert(digest(token), (verified.clone(), now + lifetime));
+        entries.insert(digest(token), (verified.clone(), Instant::now() + lifetime));
+    }
+
+    /// Tokens held (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.entries.as_ref().map_or(0, |e| e.len())
     }
 }
 
@@ -115,8 +116,40 @@ mod tests {
         let cache = TokenCache::new(3, Duration::from_secs(60));
         for i in 0..10 {
             cache.put(&format!("t{i}"), &verified("iss|dave"), in_secs(3600));
-            assert!(cache.entries.read().unwrap().len() <= 3);
+            assert!(cache.len() <= 3);
         }
         assert!(cache.get("t9").is_some(), "the newest token is cached");
+    }
+
+    /// A full cache makes room one entry at a time: the tokens in use survive a stream of
+    /// one-off tokens (the old cache dropped everything when full).
+    #[test]
+    fn a_full_cache_evicts_one_entry_not_all() {
+        let cache = TokenCache::new(100, Duration::from_secs(60));
+        for i in 0..50 {
+            cache.put(&format!("hot{i}"), &verified("iss|hot"), in_secs(3600));
+        }
+        // The callers in use keep using their tokens.
+        for _ in 0..2 {
+            for i in 0..50 {
+                assert!(cache.get(&format!("hot{i}")).is_some());
+            }
+        }
+        // Many one-off callers: the cache fills and overflows several times over.
+        for i in 0..300 {
+            cache.put(&format!("cold{i}"), &verified("iss|cold"), in_secs(3600));
+            assert!(cache.len() <= 100);
+        }
+        let kept = (0..50)
+            .filter(|i| cache.get(&format!("hot{i}")).is_some())
+            .count();
+        assert!(kept >= 40, "only {kept} of the 50 tokens in use survived");
+    }
+
+    #[test]
+    fn capacity_zero_caches_nothing() {
+        let cache = TokenCache::new(0, Duration::from_secs(60));
+        cache.put("t", &verified("iss|erin"), in_secs(3600));
+        assert!(cache.get("t").is_none());
     }
 }

@@ -9,6 +9,7 @@
 mod card;
 mod catalogue;
 pub(crate) mod depth;
+mod expiry;
 mod follow;
 mod idempotency;
 mod push;

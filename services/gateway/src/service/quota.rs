@@ -7,14 +7,22 @@
 //! Push configs are counted in the task store, atomically with their creation, so that the
 //! limit holds across replicas (`a2a_store::PushQuota`).
 //!
+//! What an owner stores is counted in the task store, so that it holds across replicas: its
+//! tasks that are not terminal (`open_tasks_per_owner`: running and interrupted ones) and the
+//! bytes of its messages and artifacts (`stored_bytes_per_owner`), checked when a caller's
+//! message would create or continue a task ([`Quotas::check_stored`]). Interrupted tasks
+//! expire after `interrupted_task_ttl` (see `A2aService::expire_interrupted`).
+//!
 //! A refusal is [`A2aError::QuotaExceeded`] naming the config key, counted in
 //! `a2a_quota_refusals_total{quota}`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use a2a_store::{OwnerUsage, TaskStore};
 use a2a_types::A2aError;
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 /// `[limits.quotas]`: what one owner (authenticated principal) may hold at once; 0 = no limit.
 #[derive(Debug, Clone, Deserialize)]
@@ -30,6 +38,20 @@ pub struct QuotaConfig {
     pub push_configs_per_task: u64,
     /// Push configs of all of an owner's tasks (all replicas: counted in the store).
     pub push_configs_per_owner: u64,
+    /// Tasks of one owner that are not terminal, interrupted ones included (all replicas:
+    /// counted in the store); a message that would create one more is refused.
+    pub open_tasks_per_owner: u64,
+    /// Bytes of the messages and artifacts of all of one owner's stored tasks (all replicas:
+    /// counted in the store); a message that would take them past it is refused.
+    pub stored_bytes_per_owner: u64,
+    /// A task waiting for input (INPUT_REQUIRED, AUTH_REQUIRED) longer than this is CANCELED
+    /// by the gateway, saying so in its status message; `0` = never.
+    #[serde(deserialize_with = "ttl")]
+    pub interrupted_task_ttl: Option<Duration>,
+}
+
+fn ttl<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    crate::retention::duration(d).map(|t| (!t.is_zero()).then_some(t))
 }
 
 impl Default for QuotaConfig {
@@ -41,6 +63,9 @@ impl Default for QuotaConfig {
             blocking_sends_per_owner: 1_000,
             push_configs_per_task: 10,
             push_configs_per_owner: 10_000,
+            open_tasks_per_owner: 10_000,
+            stored_bytes_per_owner: 1 << 30,
+            interrupted_task_ttl: Some(Duration::from_secs(86_400)),
         }
     }
 }
@@ -86,6 +111,27 @@ pub(crate) struct Quotas {
     config: QuotaConfig,
     /// Entries are removed when they fall to 0, so the map holds only owners holding something.
     held: Mutex<HashMap<(Quota, String), u64>>,
+    /// What the store said each recent owner holds, plus what this process let them add since
+    /// (see [`Quotas::check_stored`]); at most [`USAGE_CACHE`] owners, the least used evicted
+    /// one at a time (`a2a_quota_usage_cache_entries`).
+    usage: quick_cache::sync::Cache<String, Seen>,
+}
+
+/// Owners whose usage is remembered.
+const USAGE_CACHE: usize = 10_000;
+/// How long a remembered usage may answer without asking the store.
+const USAGE_FRESH: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy)]
+struct Seen {
+    at: Instant,
+    usage: OwnerUsage,
+}
+
+/// Whether `used` is below half of `limit` (0 = no limit): far enough that a remembered
+/// figure may answer.
+fn far_below(used: u64, limit: u64) -> bool {
+    limit == 0 || used < limit / 2
 }
 
 impl Quotas {
@@ -93,7 +139,64 @@ impl Quotas {
         Arc::new(Self {
             config,
             held: Mutex::new(HashMap::new()),
+            usage: quick_cache::sync::Cache::new(USAGE_CACHE),
         })
+    }
+
+    /// Checks that `owner` may store a message of `bytes` bytes, in a new task when
+    /// `new_task`: refused with `open_tasks_per_owner` when it holds that many tasks that are
+    /// not terminal, with `stored_bytes_per_owner` when the message would take its stored
+    /// bytes past that. The store is asked unless a figure it gave within [`USAGE_FRESH`],
+    /// plus what this process let the owner add since, is below half of each limit: an owner
+    /// far from its limits costs a store read per second per replica, one near them a read per
+    /// message. (Across replicas the check is as exact as the store's figure is fresh: other
+    /// replicas may add what they let through meanwhile.)
+    pub(crate) async fn check_stored(
+        &self,
+        store: &dyn TaskStore,
+        owner: &str,
+        new_task: bool,
+        bytes: u64,
+    ) -> Result<(), A2aError> {
+        let (open_limit, bytes_limit) = (
+            self.config.open_tasks_per_owner,
+            self.config.stored_bytes_per_owner,
+        );
+        if open_limit == 0 && bytes_limit == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let add = |mut usage: OwnerUsage| {
+            usage.open_tasks += u64::from(new_task);
+            usage.bytes = usage.bytes.saturating_add(bytes);
+            usage
+        };
+        if let Some(seen) = self.usage.get(owner)
+            && now.duration_since(seen.at) < USAGE_FRESH
+        {
+            let after = add(seen.usage);
+            if far_below(after.open_tasks, open_limit) && far_below(after.bytes, bytes_limit) {
+                self.remember(owner, seen.at, after);
+                return Ok(());
+            }
+        }
+        let usage = store.usage(owner, open_limit).await.map_err(|e| match e {
+            a2a_store::StoreError::Unavailable(m) => A2aError::Unavailable(m),
+            e => A2aError::Internal(e.to_string()),
+        })?;
+        if new_task && open_limit > 0 && usage.open_tasks >= open_limit {
+            return Err(refusal("open_tasks_per_owner", open_limit));
+        }
+        if bytes_limit > 0 && usage.bytes.saturating_add(bytes) > bytes_limit {
+            return Err(refusal("stored_bytes_per_owner", bytes_limit));
+        }
+        self.remember(owner, now, add(usage));
+        Ok(())
+    }
+
+    fn remember(&self, owner: &str, at: Instant, usage: OwnerUsage) {
+        self.usage.insert(owner.to_owned(), Seen { at, usage });
+        metrics::gauge!("a2a_quota_usage_cache_entries").set(self.usage.len() as f64);
     }
 
     pub(crate) fn config(&self) -> &QuotaConfig {

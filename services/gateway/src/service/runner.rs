@@ -348,6 +348,11 @@ impl A2aService {
         };
         // After the key: a retry that is answered from its first send starts no turn. A refused
         // send drops its key hold, which frees the key.
+        let bytes = prost::Message::encoded_len(&message) as u64;
+        self.inner
+            .quotas
+            .check_stored(&*self.inner.store, &ctx.owner, continues.is_none(), bytes)
+            .await?;
         let quota = self.inner.quotas.acquire(Quota::RunningTurns, &ctx.owner)?;
         let turn = Turn {
             agent,

@@ -163,3 +163,28 @@ fn without_keys_cards_are_unsigned() {
     let json: Value = serde_json::from_slice(&bytes).unwrap();
     assert!(json.get(SIGNATURES).is_none());
 }
+
+/// L7: a trusted JWKS URL that streams without end is cut at the cap: the card is refused as
+/// keys unavailable, nothing buffered past 256 KiB.
+#[tokio::test]
+async fn an_endless_trusted_jwks_is_refused_at_the_cap() {
+    let keys = keys(&["k1"]);
+    let signer = CardSigner::new(&keys, "https://gw.example.com/").unwrap();
+    let plain = serde_json::to_value(card()).unwrap();
+    let (_, bytes) = signed(card(), plain, Some(&signer));
+    let json: Value = serde_json::from_slice(&bytes).unwrap();
+    let base = crate::fetch::endless::json_server().await;
+    let trusted = TrustedKeys::load(Some(&format!("{base}/jwks.json")), &[]).unwrap();
+    let err = verify(
+        &json,
+        &trusted,
+        &reqwest::Client::new(),
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap_err();
+    match err {
+        Rejected::KeysUnavailable(why) => assert!(why.contains("larger than 262144"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -119,10 +119,9 @@ impl TrustedKeys {
         if !resp.status().is_success() {
             return Err(unavailable(format!("HTTP {}", resp.status().as_u16())));
         }
-        let body = resp.bytes().await.map_err(|e| unavailable(e.to_string()))?;
-        if body.len() > MAX_JWKS_BYTES {
-            return Err(unavailable(format!("larger than {MAX_JWKS_BYTES} bytes")));
-        }
+        let body = crate::fetch::read_capped(resp, MAX_JWKS_BYTES)
+            .await
+            .map_err(unavailable)?;
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| unavailable(format!("not a JWKS: {e}")))

@@ -87,12 +87,9 @@ pub async fn fetch(
         return Err(format!("GET {url}: HTTP {}", resp.status().as_u16()));
     }
     let new_etag = header("etag");
-    let bytes = resp.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
-    if bytes.len() > MAX_CARD_BYTES {
-        return Err(format!(
-            "GET {url}: the card is larger than {MAX_CARD_BYTES} bytes"
-        ));
-    }
+    let bytes = crate::fetch::read_capped(resp, MAX_CARD_BYTES)
+        .await
+        .map_err(|e| format!("GET {url}: {e}"))?;
     let json: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("GET {url}: not JSON: {e}"))?;
     let card = if v03 {
@@ -110,6 +107,22 @@ pub async fn fetch(
 
 #[cfg(test)]
 mod tests {
+    /// L7: an upstream that streams a card without end is cut at the cap, not buffered.
+    #[tokio::test]
+    async fn an_endless_card_is_refused_at_the_cap() {
+        let base = crate::fetch::endless::json_server().await;
+        let url = url::Url::parse(&format!("{base}/.well-known/agent-card.json")).unwrap();
+        let http = reqwest::Client::new();
+        let started = std::time::Instant::now();
+        let timeout = std::time::Duration::from_secs(30);
+        let err = match super::fetch(&http, &url, None, false, timeout).await {
+            Err(e) => e,
+            Ok(_) => panic!("an endless card was accepted"),
+        };
+        assert!(err.contains("larger than 1048576 bytes"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    }
+
     use super::*;
 
     #[test]

@@ -2,7 +2,7 @@
 //! a JWKS with an RS256 and an ES256 key, a client-credentials token endpoint, and key rotation.
 //! Keys are generated at start (aws-lc-rs), so no key material lives in the repository.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use aws_lc_rs::encoding::AsDer;
@@ -84,6 +84,10 @@ struct Shared {
     /// The `issuer` the discovery document names, when it is not `url` (a misconfigured or
     /// hostile document).
     discovered_issuer: Arc<Mutex<Option<String>>>,
+    /// Discovery requests hang (an issuer that accepts connections and never answers).
+    hang: Arc<AtomicBool>,
+    /// Discovery requests received.
+    discoveries: Arc<AtomicUsize>,
 }
 
 pub struct Issuer {
@@ -105,6 +109,8 @@ impl Issuer {
             })),
             jwks_fetches: Arc::new(AtomicUsize::new(0)),
             discovered_issuer: Arc::new(Mutex::new(None)),
+            hang: Arc::new(AtomicBool::new(false)),
+            discoveries: Arc::new(AtomicUsize::new(0)),
         };
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
@@ -124,6 +130,16 @@ impl Issuer {
     /// Makes the discovery document name `issuer` (`None`: its own URL again).
     pub fn set_discovered_issuer(&self, issuer: Option<&str>) {
         *self.shared.discovered_issuer.lock().unwrap() = issuer.map(str::to_owned);
+    }
+
+    /// Makes discovery requests hang (`true`) or answer again.
+    pub fn set_hanging(&self, hang: bool) {
+        self.shared.hang.store(hang, Ordering::SeqCst);
+    }
+
+    /// How many discovery requests arrived.
+    pub fn discoveries(&self) -> usize {
+        self.shared.discoveries.load(Ordering::SeqCst)
     }
 
     /// How many times the JWKS was fetched.
@@ -169,6 +185,10 @@ impl Drop for Issuer {
 }
 
 async fn discovery(State(s): State<Shared>) -> axum::Json<Value> {
+    s.discoveries.fetch_add(1, Ordering::SeqCst);
+    if s.hang.load(Ordering::SeqCst) {
+        tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+    }
     let issuer = s.discovered_issuer.lock().unwrap().clone();
     axum::Json(json!({
         "issuer": issuer.unwrap_or_else(|| s.url.clone()),

@@ -7,6 +7,7 @@ mod issuer;
 mod abuse;
 mod auth;
 mod binary;
+mod bounds;
 mod card;
 mod card_schema;
 mod catalogue;

@@ -14,7 +14,7 @@ use crate::harness::*;
 use crate::upstream::{front, script, task_until, upstream};
 
 /// Checks a JSON-RPC error object: -32090 with ErrorInfo QUOTA_EXCEEDED naming `quota`.
-fn assert_quota_error(error: &Value, quota: &str, limit: u64) {
+pub(crate) fn assert_quota_error(error: &Value, quota: &str, limit: u64) {
     assert_eq!(error["code"], -32090, "{error}");
     let info = &error["data"][0];
     assert_eq!(info["reason"], "QUOTA_EXCEEDED", "{error}");
@@ -27,14 +27,14 @@ fn assert_quota_error(error: &Value, quota: &str, limit: u64) {
 }
 
 /// The JSON-RPC error of a call that must be refused.
-async fn refused(gw: &TestGateway, method: &str, params: Value) -> Value {
+pub(crate) async fn refused(gw: &TestGateway, method: &str, params: Value) -> Value {
     let resp = gw.rpc(method, params).await;
     assert!(resp.get("error").is_some(), "{method} should fail: {resp}");
     resp["error"].clone()
 }
 
 /// A REST call's status and body.
-async fn rest(gw: &TestGateway, path: &str, body: Value) -> (u16, Value) {
+pub(crate) async fn rest(gw: &TestGateway, path: &str, body: Value) -> (u16, Value) {
     let resp = gw
         .client
         .post(gw.url(&format!("/a2a/rest{path}")))
@@ -50,7 +50,7 @@ async fn rest(gw: &TestGateway, path: &str, body: Value) -> (u16, Value) {
 }
 
 /// Checks a REST refusal: HTTP 429, status RESOURCE_EXHAUSTED, ErrorInfo naming `quota`.
-fn assert_rest_quota(status: u16, body: &Value, quota: &str) {
+pub(crate) fn assert_rest_quota(status: u16, body: &Value, quota: &str) {
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["status"], "RESOURCE_EXHAUSTED", "{body}");
     assert_eq!(body["error"]["details"][0]["reason"], "QUOTA_EXCEEDED");
@@ -72,7 +72,7 @@ async fn eventually<T>(mut attempt: impl AsyncFnMut() -> Option<T>) -> T {
 
 /// The value of the counter `series` (name and labels, as Prometheus prints them) on the
 /// gateway's admin listener; 0 while it has not been recorded.
-async fn counter(gw: &TestGateway, series: &str) -> f64 {
+pub(crate) async fn counter(gw: &TestGateway, series: &str) -> f64 {
     let admin = gw.admin.expect("a gateway with an admin listener");
     let text = gw
         .client
@@ -97,7 +97,7 @@ fn hang_now() -> Value {
            "configuration": {"returnImmediately": true}})
 }
 
-fn grpc_hang() -> SendMessageRequest {
+pub(crate) fn grpc_hang() -> SendMessageRequest {
     let data: a2a_types::wkt::Value = serde_json::from_value(json!({"end": "hang"})).unwrap();
     SendMessageRequest {
         tenant: "scenario".into(),
