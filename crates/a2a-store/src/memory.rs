@@ -100,6 +100,19 @@ struct Entry {
     push_delivered: Option<u64>,
 }
 
+impl Entry {
+    /// Whether push delivery has events of this task left to deliver: retention keeps such a
+    /// task (review L6) until its delivery (or dead letters) catches up.
+    fn push_pending(&self) -> bool {
+        !self.push_configs.is_empty()
+            && self.push_delivered.or(self.push_from).unwrap_or(0) < self.events.len() as u64
+    }
+}
+
+/// Terminal tasks with pending push deliveries that one retention pass steps over at most
+/// (they stay queued, in order, for a later pass): a pass costs O(this) beyond what it deletes.
+const PENDING_SKIPPED: usize = 64;
+
 fn order_key(task: &Task) -> OrderKey {
     (Reverse(status_millis(task)), Reverse(task.id.clone()))
 }
@@ -150,11 +163,19 @@ impl MemoryTaskStore {
         if self.max_tasks == 0 {
             return gone;
         }
-        while inner.tasks.len() > self.max_tasks {
-            let Some((_, id)) = inner.terminal.pop_front() else {
+        let mut skipped = Vec::new();
+        while inner.tasks.len() > self.max_tasks && skipped.len() < PENDING_SKIPPED {
+            let Some((at, id)) = inner.terminal.pop_front() else {
                 break; // every task left is running: they are kept
             };
+            if inner.tasks.get(&id).is_some_and(|e| e.push_pending()) {
+                skipped.push((at, id)); // its webhooks still wait for events: kept
+                continue;
+            }
             gone.extend(inner.remove_task(&id).map(|entry| *entry));
+        }
+        for kept in skipped.into_iter().rev() {
+            inner.terminal.push_front(kept);
         }
         if !gone.is_empty() {
             metrics::counter!("a2a_retention_deleted_tasks_total", "reason" => "max_tasks")
@@ -163,19 +184,38 @@ impl MemoryTaskStore {
         gone
     }
 
-    /// The push configs of a task (any owner) in creation order and the sequence number its
-    /// delivery goes on after (what [`advance_push`](Self::advance_push) recorded, else the
-    /// event before the one current when its first config came); `None` when it has none. For in-process push delivery, the
-    /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
-    /// binding.
-    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<Webhook>, u64)> {
+    /// The push configs of a task (any owner) in creation order (empty when it has none), the
+    /// sequence number its delivery goes on after (what [`advance_push`](Self::advance_push)
+    /// recorded, else the event before the one current when its first config came) and its
+    /// owner; `None` when the task is gone. For in-process push delivery, the in-memory
+    /// counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a binding.
+    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<Webhook>, u64, String)> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         let entry = inner.tasks.get(task_id)?;
-        if entry.push_configs.is_empty() {
-            return None;
-        }
         let from = entry.push_delivered.or(entry.push_from).unwrap_or(0);
-        Some((entry.push_configs.clone(), from))
+        Some((entry.push_configs.clone(), from, entry.record.owner.clone()))
+    }
+
+    /// Tasks (at most `limit`) whose push delivery is behind their event log, with their last
+    /// sequence number: the in-memory counterpart of `PgDeliveryStore::sweep` (what the bounded
+    /// tap of the embedded gateway could not queue). Reads only the tasks that have push configs.
+    pub fn push_behind(&self, limit: usize) -> Vec<(String, u64)> {
+        if !self.any_push_config.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner
+            .push_tasks
+            .values()
+            .flatten()
+            .filter_map(|id| {
+                let entry = inner.tasks.get(id)?;
+                entry
+                    .push_pending()
+                    .then(|| (id.clone(), entry.events.len() as u64))
+            })
+            .take(limit)
+            .collect()
     }
 
     /// Records that push delivery of a task is done up to `seq` (it only moves forward; a task
@@ -722,12 +762,23 @@ impl TaskStore for MemoryTaskStore {
     async fn purge_tasks(&self, before: SystemTime, limit: usize) -> StoreResult<u64> {
         let mut inner = self.inner.write().map_err(poisoned)?;
         let mut gone = Vec::new();
+        let mut skipped = Vec::new();
         while gone.len() < limit
+            && skipped.len() < PENDING_SKIPPED
             && let Some((at, _)) = inner.terminal.front()
             && *at < before
         {
-            let (_, id) = inner.terminal.pop_front().expect("the front was just seen");
+            let Some((at, id)) = inner.terminal.pop_front() else {
+                break;
+            };
+            if inner.tasks.get(&id).is_some_and(|e| e.push_pending()) {
+                skipped.push((at, id)); // its webhooks still wait for events: kept
+                continue;
+            }
             gone.extend(inner.remove_task(&id));
+        }
+        for kept in skipped.into_iter().rev() {
+            inner.terminal.push_front(kept);
         }
         drop(inner);
         Ok(gone.len() as u64)
