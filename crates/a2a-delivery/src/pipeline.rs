@@ -835,3 +835,209 @@ where
         wait = (wait * 2).min(Duration::from_secs(5));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use a2a_push::{AddressPolicy, SigningKeys};
+    use a2a_store::pg::{AttemptRecord, Behind, NewDeadLetter};
+    use a2a_store::{MemoryTaskStore, NewTask, PushQuota, StoreResult, TaskStore};
+    use a2a_types::v1::TaskPushNotificationConfig;
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::DeliveryStore;
+    use crate::deliver::LogSink;
+    use crate::gates::Gates;
+    use crate::memory::MemoryDeliveryStore;
+    use crate::webhook::Webhooks;
+
+    /// The in-memory delivery state, except that claiming task `boom` panics (a bug, or a
+    /// value that panics somewhere on its way).
+    struct Panicky(MemoryDeliveryStore);
+
+    #[async_trait]
+    impl DeliveryStore for Panicky {
+        async fn claim(
+            &self,
+            task_id: &str,
+            worker: &str,
+            first_seq: u64,
+            lease: Duration,
+        ) -> StoreResult<ClaimOutcome> {
+            assert_ne!(task_id, "boom", "a poison task");
+            self.0.claim(task_id, worker, first_seq, lease).await
+        }
+        async fn renew(&self, t: &str, w: &str, l: Duration) -> StoreResult<bool> {
+            self.0.renew(t, w, l).await
+        }
+        async fn advance(&self, t: &str, w: &str, s: u64, r: bool) -> StoreResult<bool> {
+            self.0.advance(t, w, s, r).await
+        }
+        async fn events(&self, t: &str, a: u64, u: u64) -> StoreResult<Vec<(u64, StreamResponse)>> {
+            self.0.events(t, a, u).await
+        }
+        async fn log(&self, w: &str, a: &[AttemptRecord]) -> StoreResult<()> {
+            self.0.log(w, a).await
+        }
+        async fn add_dead_letter(&self, l: &NewDeadLetter, p: u64) -> StoreResult<()> {
+            self.0.add_dead_letter(l, p).await
+        }
+        async fn behind(&self, l: u32, i: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+            self.0.behind(l, i).await
+        }
+    }
+
+    struct NoAck;
+
+    #[async_trait]
+    impl Acknowledge for NoAck {
+        async fn ack(&self, _ids: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn pipeline(store: Arc<dyn DeliveryStore>) -> Arc<Pipeline> {
+        // No signing key: every attempt is refused at once (a dead letter), no network.
+        let webhooks = Webhooks::new(
+            AddressPolicy::parse("").unwrap(),
+            SigningKeys::default(),
+            "http://gw",
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let (log, _) = LogSink::spawn(store.clone(), "w".into());
+        let deliverer = Deliverer {
+            store,
+            webhooks,
+            retry: crate::RetryPolicy::default(),
+            log,
+            gates: Arc::new(Gates::new(Limits::from_concurrency(4))),
+            dead_letters_per_owner: 0,
+        };
+        Pipeline::new(
+            deliverer,
+            Arc::new(NoAck),
+            "w".into(),
+            Duration::from_secs(30),
+        )
+    }
+
+    async fn task(tasks: &MemoryTaskStore, id: &str, metadata: Option<f64>, dialect: Dialect) {
+        let metadata = metadata.map(|n| {
+            let mut fields = std::collections::BTreeMap::new();
+            fields.insert(
+                "x".to_owned(),
+                a2a_types::wkt::Value {
+                    kind: Some(a2a_types::wkt::value::Kind::NumberValue(n)),
+                },
+            );
+            a2a_types::wkt::Struct { fields }
+        });
+        let new = NewTask {
+            owner: "alice".into(),
+            agent: "echo".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                metadata,
+                ..Default::default()
+            },
+        };
+        tasks.create(new).await.unwrap();
+        let config = TaskPushNotificationConfig {
+            task_id: id.into(),
+            id: "cfg".into(),
+            url: "https://hooks.example.com/x".into(),
+            ..Default::default()
+        };
+        tasks
+            .put_push_config("alice", config, dialect, PushQuota::NONE)
+            .await
+            .unwrap();
+    }
+
+    fn entry(task_id: &str, seq: u64) -> Entry {
+        Entry {
+            id: format!("{task_id}/{seq}"),
+            task_id: task_id.into(),
+            seq,
+            event: None,
+            published_ms: None,
+            trace: None,
+        }
+    }
+
+    async fn settle(p: &Pipeline) {
+        for _ in 0..200 {
+            if p.tasks() == 0 && p.in_flight() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "the pipeline still holds {} tasks, {} entries",
+            p.tasks(),
+            p.in_flight()
+        );
+    }
+
+    /// A runner that panics is caught: its task is released, its entries acknowledged, and the
+    /// next task goes on (the old runner died, pinning its task and entries for good).
+    #[tokio::test]
+    async fn a_panicking_runner_releases_its_task_and_others_go_on() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "boom", None, Dialect::V1).await;
+        task(&tasks, "fine", None, Dialect::V1).await;
+        let store = Arc::new(Panicky(MemoryDeliveryStore::new(tasks.clone())));
+        let p = pipeline(store.clone());
+        assert_eq!(p.dispatch(entry("boom", 1)), Dispatched::Queued);
+        assert_eq!(p.dispatch(entry("fine", 1)), Dispatched::Queued);
+        settle(&p).await;
+        assert_eq!(tasks.push_targets("fine").unwrap().1, 1, "delivered");
+        // The poison task can be handed out again: a new entry starts a new runner.
+        assert_eq!(p.dispatch(entry("boom", 1)), Dispatched::Queued);
+        settle(&p).await;
+    }
+
+    /// An event whose 1.0 or 0.3 payload cannot be built (NaN) is a dead letter with its
+    /// reason; the progress moves past it and the task is released.
+    #[tokio::test]
+    async fn an_event_that_cannot_be_serialised_becomes_a_dead_letter() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "v1", Some(f64::NAN), Dialect::V1).await;
+        task(&tasks, "v03", Some(f64::INFINITY), Dialect::V03).await;
+        let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
+        let p = pipeline(store.clone());
+        p.dispatch(entry("v1", 1));
+        p.dispatch(entry("v03", 1));
+        settle(&p).await;
+        let dead = store.dead_letters();
+        assert_eq!(dead.len(), 2, "{dead:?}");
+        for d in &dead {
+            assert!(d.last_error.contains("cannot be"), "{}", d.last_error);
+            assert_eq!(d.attempts, 0, "never sent");
+        }
+        assert_eq!(tasks.push_targets("v1").unwrap().1, 1);
+        assert_eq!(tasks.push_targets("v03").unwrap().1, 1);
+    }
+
+    /// A full queue defers entries (the caller acknowledges them; the ledger has them), and a
+    /// task's own queue past [`PER_TASK`] keeps only its last sequence number.
+    #[tokio::test]
+    async fn a_full_queue_defers_and_never_blocks() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
+        let p = pipeline(store);
+        // No such tasks: runners find them vanished; the point is what dispatch says meanwhile.
+        let limits = p.limits;
+        let mut deferred = 0;
+        for i in 0..(limits.queue + 10) {
+            if let Dispatched::Deferred(_) = p.dispatch(entry(&format!("t{i}"), 1)) {
+                deferred += 1;
+            }
+        }
+        assert!(deferred >= 10, "beyond the queue, entries are deferred");
+        settle(&p).await;
+    }
+}

@@ -268,7 +268,7 @@ impl PgDeliveryStore {
     pub async fn sweep(&self, limit: u32, interval: Duration) -> StoreResult<(Vec<Behind>, u64)> {
         const SQL: &str = "\
             WITH picked AS ( \
-                SELECT task_id FROM push_progress \
+                SELECT task_id, delivered_seq FROM push_progress \
                  WHERE NOT settled AND swept_at < clock_timestamp() - make_interval(secs => $2) \
                    AND (lease_owner IS NULL OR lease_until < clock_timestamp()) \
                  ORDER BY swept_at LIMIT $1 \
