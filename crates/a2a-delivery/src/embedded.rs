@@ -68,6 +68,7 @@ pub fn start(
     settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<Arc<MemoryDeliveryStore>, String> {
+    tasks.keep_pending_pushes();
     let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
     let webhooks = Webhooks::new(
         settings.policy,

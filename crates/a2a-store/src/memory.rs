@@ -38,6 +38,9 @@ pub struct MemoryTaskStore {
     /// Whether a push config was ever stored: until then [`Self::has_push_configs`], asked for
     /// every event published, answers without taking the lock the writers need.
     any_push_config: AtomicBool,
+    /// Set by in-process push delivery ([`Self::keep_pending_pushes`]): retention then steps
+    /// over terminal tasks whose deliveries are pending.
+    keep_pending: AtomicBool,
 }
 
 #[derive(Default)]
@@ -145,6 +148,18 @@ impl MemoryTaskStore {
         }
     }
 
+    /// From now on retention (`max_tasks`, `purge_tasks`) keeps a terminal task whose push
+    /// deliveries are pending until they are done (review L6): what the embedded gateway's
+    /// push delivery sets when it starts. A store nobody delivers from deletes by age only.
+    pub fn keep_pending_pushes(&self) {
+        self.keep_pending.store(true, Ordering::Release);
+    }
+
+    fn pending(&self, inner: &Inner, id: &str) -> bool {
+        self.keep_pending.load(Ordering::Acquire)
+            && inner.tasks.get(id).is_some_and(|e| e.push_pending())
+    }
+
     /// How many tasks are stored.
     pub fn len(&self) -> usize {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
@@ -168,7 +183,7 @@ impl MemoryTaskStore {
             let Some((at, id)) = inner.terminal.pop_front() else {
                 break; // every task left is running: they are kept
             };
-            if inner.tasks.get(&id).is_some_and(|e| e.push_pending()) {
+            if self.pending(inner, &id) {
                 skipped.push((at, id)); // its webhooks still wait for events: kept
                 continue;
             }
@@ -771,7 +786,7 @@ impl TaskStore for MemoryTaskStore {
             let Some((at, id)) = inner.terminal.pop_front() else {
                 break;
             };
-            if inner.tasks.get(&id).is_some_and(|e| e.push_pending()) {
+            if self.pending(&inner, &id) {
                 skipped.push((at, id)); // its webhooks still wait for events: kept
                 continue;
             }
@@ -935,5 +950,54 @@ mod tests {
         assert_eq!(store.push_targets("t").unwrap().1, 3);
         store.advance_push("gone", 1);
         assert!(store.push_targets("gone").is_none());
+    }
+
+    /// Retention never deletes a terminal task whose push deliveries are pending (review L6):
+    /// `max_tasks` and `task_ttl` step over it until its delivery caught up, then delete it.
+    #[tokio::test]
+    async fn retention_keeps_a_task_whose_pushes_are_pending() {
+        let store = MemoryTaskStore::with_max_tasks(1);
+        store.keep_pending_pushes();
+        store.create(new_task("p")).await.unwrap();
+        let config = TaskPushNotificationConfig {
+            task_id: "p".into(),
+            id: "hook".into(),
+            url: "https://hooks.example.com/a".into(),
+            ..Default::default()
+        };
+        store
+            .put_push_config(
+                "alice",
+                config,
+                a2a_types::Dialect::V1,
+                crate::PushQuota::NONE,
+            )
+            .await
+            .unwrap();
+        store
+            .append("p", 1, status("p", TaskState::Completed, 1))
+            .await
+            .unwrap();
+        assert_eq!(store.push_behind(10), [("p".to_owned(), 2)]);
+        store.create(new_task("n1")).await.unwrap();
+        assert_eq!(
+            ids(&store).await,
+            ["n1", "p"],
+            "pending: kept past the bound"
+        );
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+        assert_eq!(
+            store.purge_tasks(later, 10).await.unwrap(),
+            0,
+            "and past its TTL"
+        );
+        store.advance_push("p", 2);
+        assert!(store.push_behind(10).is_empty());
+        assert_eq!(
+            store.purge_tasks(later, 10).await.unwrap(),
+            1,
+            "delivered: deleted"
+        );
+        assert!(store.push_targets("p").is_none());
     }
 }
