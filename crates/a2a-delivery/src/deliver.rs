@@ -236,6 +236,7 @@ impl LogSink {
 
     pub async fn send(&self, record: AttemptRecord) {
         let _ = self.tx.send(record).await;
+        metrics::log_queue(self.tx.max_capacity() - self.tx.capacity());
     }
 }
 

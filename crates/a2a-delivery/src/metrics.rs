@@ -105,3 +105,9 @@ pub fn group_recreated() {
 pub fn tap_dropped() {
     metrics::counter!("a2a_push_tap_dropped_total").increment(1);
 }
+
+/// Attempts waiting for the delivery log's writer (its channel holds at most 8,000)
+/// (`a2a_worker_log_queue_depth`).
+pub fn log_queue(depth: usize) {
+    metrics::gauge!("a2a_worker_log_queue_depth").set(depth as f64);
+}
