@@ -588,7 +588,7 @@ async fn concurrent_pruning_deletes_each_row_once() {
     assert_eq!(a.logged_attempts("young").await.unwrap().len(), 1);
 }
 
-/// The reconciliation sweep (migration 0011): finds the tasks whose delivery is behind their
+/// The reconciliation sweep (migration 0012): finds the tasks whose delivery is behind their
 /// log and whose lease is free, settles the terminal ones delivered to their end (never looked
 /// at again), forgets the progress of tasks that are gone, looks at a row once per interval,
 /// and two workers sweeping at once get each row once.

@@ -9,7 +9,7 @@
 //! batches of many attempts ([`PgDeliveryStore::log`]) and pruned by age
 //! ([`PgDeliveryStore::prune_log`]); dead letters go with their task's retention, at most a
 //! configured number per owner, their configs redacted. [`PgDeliveryStore::sweep`] finds the
-//! tasks whose delivery is behind their event log (migration 0011).
+//! tasks whose delivery is behind their event log (migration 0012).
 
 use std::str::FromStr;
 use std::time::Duration;

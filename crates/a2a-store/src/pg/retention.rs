@@ -4,7 +4,7 @@
 //!
 //! The child tables have no foreign keys (see 0001), so the statement deletes from each of them
 //! explicitly: history, artifacts, events, push configs, push delivery progress and the
-//! idempotency keys naming the task, and its push dead letters (migration 0011: they hold the
+//! idempotency keys naming the task, and its push dead letters (migration 0012: they hold the
 //! task's events, so they go with it). The delivery log is kept: the worker prunes it by its
 //! own retention.
 
