@@ -266,26 +266,37 @@ impl PgDeliveryStore {
     /// are locked `SKIP LOCKED` and their `swept_at` moves, so each goes to one sweep per
     /// interval; delivery still takes the task's lease before it sends anything.
     pub async fn sweep(&self, limit: u32, interval: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+        // Every lookup is by primary key (`= ANY(ARRAY(...))` and correlated subqueries rather
+        // than joins), so the generic plan the worker's connections use never turns into a hash
+        // join over a whole table, however large `tasks` grows. The rows whose task exists are
+        // marked; the others deleted: disjoint sets, so no row is changed twice.
         const SQL: &str = "\
-            WITH picked AS ( \
-                SELECT task_id, delivered_seq FROM push_progress \
+            WITH picked AS MATERIALIZED ( \
+                SELECT task_id FROM push_progress \
                  WHERE NOT settled AND swept_at < clock_timestamp() - make_interval(secs => $2) \
                    AND (lease_owner IS NULL OR lease_until < clock_timestamp()) \
                  ORDER BY swept_at LIMIT $1 \
                    FOR UPDATE SKIP LOCKED), \
-            looked AS ( \
-                SELECT p.task_id, p.delivered_seq, t.seq, t.state \
-                  FROM picked p LEFT JOIN tasks t ON t.id = p.task_id), \
             marked AS ( \
                 UPDATE push_progress p \
                    SET swept_at = clock_timestamp(), \
-                       settled = l.state IN (3, 4, 5, 7) AND p.delivered_seq >= l.seq \
-                  FROM looked l WHERE p.task_id = l.task_id AND l.seq IS NOT NULL), \
+                       settled = coalesce((SELECT t.state IN (3, 4, 5, 7) \
+                                                  AND p.delivered_seq >= t.seq \
+                                             FROM tasks t WHERE t.id = p.task_id), false) \
+                 WHERE p.task_id = ANY (ARRAY(SELECT task_id FROM picked)) \
+                   AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = p.task_id) \
+                RETURNING p.task_id, p.delivered_seq, \
+                          (SELECT t.seq FROM tasks t WHERE t.id = p.task_id) AS seq), \
             gone AS ( \
-                DELETE FROM push_progress p USING looked l \
-                 WHERE p.task_id = l.task_id AND l.seq IS NULL RETURNING p.task_id) \
-            SELECT l.task_id, l.seq, l.delivered_seq, \
-                   (SELECT count(*) FROM gone) AS gone FROM looked l";
+                DELETE FROM push_progress p \
+                 WHERE p.task_id = ANY (ARRAY(SELECT task_id FROM picked)) \
+                   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = p.task_id) \
+                RETURNING p.task_id) \
+            SELECT m.task_id, m.seq, m.delivered_seq, (SELECT count(*) FROM gone) AS gone \
+              FROM marked m \
+            UNION ALL \
+            SELECT NULL, NULL, 0, (SELECT count(*) FROM gone) \
+             WHERE NOT EXISTS (SELECT 1 FROM marked)";
         let rows = sqlx::query(SQL)
             .bind(i64::from(limit.max(1)))
             .bind(interval.as_secs_f64())
@@ -295,11 +306,12 @@ impl PgDeliveryStore {
         let (mut behind, mut gone) = (Vec::new(), 0);
         for row in &rows {
             gone = to_u64(row.try_get("gone").map_err(row_error)?);
+            let task_id: Option<String> = row.try_get("task_id").map_err(row_error)?;
             let seq: Option<i64> = row.try_get("seq").map_err(row_error)?;
             let delivered: i64 = row.try_get("delivered_seq").map_err(row_error)?;
-            if let Some(seq) = seq.filter(|s| *s > delivered) {
+            if let (Some(task_id), Some(seq)) = (task_id, seq.filter(|s| *s > delivered)) {
                 behind.push(Behind {
-                    task_id: row.try_get("task_id").map_err(row_error)?,
+                    task_id,
                     seq: to_u64(seq),
                 });
             }
