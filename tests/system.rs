@@ -21,6 +21,15 @@ async fn kill_9_of_a_worker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn workers_stopped_past_the_stream_cap() {
+    run_scenario(
+        "workers stopped past the stream cap",
+        faults::workers_stopped_past_the_stream_cap,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redis_restart_and_outage() {
     run_scenario("redis down", faults::redis_outage).await;
 }

@@ -37,6 +37,34 @@ pub async fn kill_worker(top: &mut Topology) {
     top.restart_worker(0).await;
 }
 
+/// Both push workers stopped (`kill -9`) while the load goes on, and the worker stream trimmed
+/// past everything they had not read (`XTRIM MAXLEN 0`: what the stream's `MAXLEN` cap does to
+/// a backlog larger than it, here at once, since a short run never reaches 100,000 entries);
+/// then started again. The old workers never saw those entries; now the reconciliation sweep
+/// finds every push task behind its event log and delivers the rest from it.
+pub async fn workers_stopped_past_the_stream_cap(top: &mut Topology) {
+    for i in 0..top.workers.len() {
+        top.kill_worker(i);
+    }
+    pause(4).await;
+    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    let trimmed: i64 = redis::cmd("XTRIM")
+        .arg(a2a_bus::events_key("sys:"))
+        .arg("MAXLEN")
+        .arg(0)
+        .query_async(&mut conn)
+        .await
+        .expect("XTRIM");
+    println!("trimmed {trimmed} unread entries of the worker stream");
+    for i in 0..top.workers.len() {
+        top.restart_worker(i).await;
+    }
+}
+
 /// Redis restarted (AOF keeps its data), then down for 10 s: the replicas run degraded (no bus:
 /// followers poll the event log) and catch up when it is back; the workers resume the stream.
 pub async fn redis_outage(top: &mut Topology) {

@@ -273,6 +273,7 @@ impl Topology {
             // A dead worker's entries and tasks are taken over within seconds, not a minute.
             .env("A2A_WORKER_CLAIM_IDLE_MS", "3000")
             .env("A2A_WORKER_LEASE_MS", "3000")
+            .env("A2A_WORKER_SWEEP_INTERVAL_MS", "1000")
             .env("A2A_WORKER_BACKOFF_BASE_MS", "200")
             .env("A2A_WORKER_BACKOFF_MAX_MS", "2000")
             .env("A2A_WORKER_MAX_ATTEMPTS", "30");

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 pub use local::LocalEventBus;
-pub use tap::tapped;
+pub use tap::{TAP_CAPACITY, tapped, tapped_with};
 
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;

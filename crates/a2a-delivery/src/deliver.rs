@@ -12,6 +12,7 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use crate::DeliveryStore;
+use crate::gates::{Gates, destination};
 use crate::metrics;
 use crate::retry::RetryPolicy;
 use crate::webhook::{Attempt, Webhooks};
@@ -26,6 +27,8 @@ pub enum Outcome {
 /// One event for one webhook.
 pub struct Delivery<'a> {
     pub task_id: &'a str,
+    /// The task's owner: whose share of the delivery slots the attempts take.
+    pub owner: &'a str,
     pub seq: u64,
     pub event: &'a StreamResponse,
     /// The event's ProtoJSON, shared by every webhook of the task.
@@ -46,6 +49,10 @@ pub struct Deliverer {
     pub webhooks: Webhooks,
     pub retry: RetryPolicy,
     pub log: LogSink,
+    /// The slots attempts take (per destination, per owner, per process).
+    pub gates: Arc<Gates>,
+    /// Dead letters kept per owner (0 = no cap).
+    pub dead_letters_per_owner: u64,
 }
 
 impl Deliverer {
@@ -54,8 +61,11 @@ impl Deliverer {
     /// caller may acknowledge the event afterwards.
     pub async fn deliver(&self, d: &Delivery<'_>) -> Outcome {
         let mut attempt = 0;
+        let destination = destination(&d.config.url);
         loop {
             attempt += 1;
+            // The slots are held for the attempt only, never for the wait before a retry.
+            let pass = self.gates.enter(&destination, d.owner).await;
             let started = Instant::now();
             let span = attempt_span(d, attempt);
             // Without traces of our own, the webhook still gets the trace the event came with.
@@ -67,6 +77,7 @@ impl Deliverer {
                 )
                 .await;
             let latency = started.elapsed();
+            drop(pass);
             if span.is_traced() {
                 record_attempt(&span, &result);
                 span.end();
@@ -115,6 +126,28 @@ impl Deliverer {
         }
     }
 
+    /// Records, without an attempt, that `d` cannot be delivered at all (its payload cannot be
+    /// built: `reason`): a dead letter, so the task's later events go on.
+    pub async fn poison(&self, d: &Delivery<'_>, reason: &str) -> Outcome {
+        self.log
+            .send(AttemptRecord {
+                task_id: d.task_id.to_owned(),
+                seq: d.seq,
+                config_id: d.config.id.clone(),
+                attempt: 0,
+                outcome: "dead_lettered",
+                status: None,
+                error: Some(reason.to_owned()),
+                latency: Duration::ZERO,
+            })
+            .await;
+        self.dead_letter(d, 0, reason).await;
+        Outcome::DeadLettered {
+            attempts: 0,
+            error: reason.to_owned(),
+        }
+    }
+
     async fn dead_letter(&self, d: &Delivery<'_>, attempts: u32, error: &str) {
         tracing::warn!(task_id = d.task_id, seq = d.seq, config_id = %d.config.id, attempts,
             error, "push delivery gave up: dead letter");
@@ -129,8 +162,27 @@ impl Deliverer {
             last_error: error.to_owned(),
         };
         let mut wait = Duration::from_millis(200);
-        while let Err(e) = self.store.add_dead_letter(&letter).await {
-            tracing::warn!(error = %e, "cannot record a dead letter yet; retrying");
+        let mut tries = 0;
+        loop {
+            match self
+                .store
+                .add_dead_letter(&letter, self.dead_letters_per_owner)
+                .await
+            {
+                Ok(()) => return,
+                // PostgreSQL down: wait for it, the entry stays unacknowledged meanwhile.
+                Err(a2a_store::StoreError::Unavailable(e)) => {
+                    tracing::warn!(error = %e, "cannot record a dead letter yet; retrying");
+                }
+                // Anything else will not get better by waiting: logged (above) and counted.
+                Err(e) if tries >= 3 => {
+                    tracing::error!(task_id = d.task_id, seq = d.seq, error = %e,
+                        "cannot record a dead letter; giving up on it");
+                    return;
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot record a dead letter; retrying"),
+            }
+            tries += 1;
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(5));
         }
@@ -184,6 +236,7 @@ impl LogSink {
 
     pub async fn send(&self, record: AttemptRecord) {
         let _ = self.tx.send(record).await;
+        metrics::log_queue(self.tx.max_capacity() - self.tx.capacity());
     }
 }
 

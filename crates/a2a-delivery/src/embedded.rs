@@ -3,6 +3,11 @@
 //! the same [`Pipeline`] the worker runs, with [`MemoryDeliveryStore`] as its state. One process
 //! owns every task, so no lease is ever contended and nothing is handed over; what is in flight
 //! when the process stops is lost with the in-memory tasks themselves.
+//!
+//! Bounded like the worker: the tap holds at most `a2a_bus::TAP_CAPACITY` events, the pipeline
+//! its queue; an event that finds either full is not lost, since the store keeps the task (its
+//! retention waits for pending deliveries) and a sweep every [`SWEEP_INTERVAL`] wakes the tasks
+//! whose delivery is behind their event log.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -11,10 +16,11 @@ use a2a_bus::BusEvent;
 use a2a_push::{AddressPolicy, SigningKeys};
 use a2a_store::MemoryTaskStore;
 use async_trait::async_trait;
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 use tokio_util::sync::CancellationToken;
 
 use crate::deliver::{Deliverer, LogSink};
+use crate::gates::{Gates, Limits};
 use crate::memory::MemoryDeliveryStore;
 use crate::pipeline::{Entry, Pipeline};
 use crate::webhook::Webhooks;
@@ -22,6 +28,12 @@ use crate::{Acknowledge, RetryPolicy};
 
 /// The lease length the pipeline renews (a formality here: nobody else takes a lease).
 const LEASE: Duration = Duration::from_secs(30);
+/// How often the embedded sweep looks for tasks behind their event log.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(2);
+/// Tasks woken per sweep at most.
+const SWEEP_BATCH: u32 = 1000;
+/// How long the feed waits for room in the pipeline before it leaves an event to the sweep.
+const ROOM_WAIT: Duration = Duration::from_secs(1);
 
 /// How the embedded gateway delivers (its `[push]` section).
 #[derive(Debug, Clone)]
@@ -52,10 +64,11 @@ impl Acknowledge for InProcess {
 /// letters).
 pub fn start(
     tasks: Arc<MemoryTaskStore>,
-    mut feed: UnboundedReceiver<BusEvent>,
+    mut feed: Receiver<BusEvent>,
     settings: Settings,
     shutdown: CancellationToken,
 ) -> Result<Arc<MemoryDeliveryStore>, String> {
+    tasks.keep_pending_pushes();
     let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
     let webhooks = Webhooks::new(
         settings.policy,
@@ -71,14 +84,11 @@ pub fn start(
         webhooks,
         retry: settings.retry,
         log,
+        gates: Arc::new(Gates::new(Limits::from_concurrency(settings.concurrency))),
+        dead_letters_per_owner: 0,
     };
-    let pipeline = Pipeline::new(
-        deliverer,
-        Arc::new(InProcess),
-        name,
-        LEASE,
-        settings.concurrency.max(1),
-    );
+    let pipeline = Pipeline::new(deliverer, Arc::new(InProcess), name, LEASE);
+    tokio::spawn(sweep(pipeline.clone(), store.clone(), shutdown.clone()));
     tokio::spawn(async move {
         loop {
             let event = tokio::select! {
@@ -97,8 +107,9 @@ pub fn start(
             }
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                () = pipeline.wait_for_room() => {}
+                _ = tokio::time::timeout(ROOM_WAIT, pipeline.wait_for_room()) => {}
             }
+            // Deferred (the queue is full): the sweep finds the task behind its log.
             pipeline.dispatch(Entry {
                 id: format!("{}/{}", event.task_id, event.seq),
                 task_id: event.task_id,
@@ -110,6 +121,35 @@ pub fn start(
         }
     });
     Ok(store)
+}
+
+/// Wakes the tasks whose delivery is behind their event log (events the tap or the queue could
+/// not take), until `shutdown`.
+async fn sweep(
+    pipeline: Arc<Pipeline>,
+    store: Arc<MemoryDeliveryStore>,
+    shutdown: CancellationToken,
+) {
+    let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Ok((behind, _)) =
+            crate::DeliveryStore::behind(&*store, SWEEP_BATCH, SWEEP_INTERVAL).await
+        else {
+            continue;
+        };
+        let mut woken = 0;
+        for b in &behind {
+            if pipeline.wake(&b.task_id, b.seq) {
+                woken += 1;
+            }
+        }
+        crate::metrics::swept(woken, 0);
+    }
 }
 
 fn now_ms() -> u64 {

@@ -8,11 +8,17 @@
 //! entries come from and where delivery state lives are the two traits below, [`Acknowledge`]
 //! and [`DeliveryStore`].
 //!
-//! *Invariant*: an entry is acknowledged only after every webhook of its task got the event or
-//! a dead letter records that it did not (at least once, never silently dropped).
+//! *Invariant*: the ledger, not the stream, is the record of what must go out: the task's event
+//! log and its delivery progress (`push_progress` on PostgreSQL). An entry is acknowledged once
+//! the progress that covers it is held under the task's lease (or the task has nothing to
+//! deliver); whatever an entry was lost for (trimmed, a Redis restart, a crash after the
+//! acknowledgement), the reconciliation sweep ([`DeliveryStore::behind`]) finds the task behind
+//! its log and delivers the rest in order. Every event of a task with push configs reaches each
+//! webhook at least once, or a dead letter says why not.
 
 pub mod deliver;
 pub mod embedded;
+pub mod gates;
 pub mod memory;
 pub mod metrics;
 pub mod payload;
@@ -23,10 +29,11 @@ pub mod webhook;
 use std::time::Duration;
 
 use a2a_store::StoreResult;
-use a2a_store::pg::{AttemptRecord, ClaimOutcome, NewDeadLetter, PgDeliveryStore};
+use a2a_store::pg::{AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, PgDeliveryStore};
 use a2a_types::v1::StreamResponse;
 use async_trait::async_trait;
 
+pub use gates::Limits;
 pub use retry::{MAX_RETRY_AFTER, RetryPolicy};
 
 /// Where the entries came from: told when the pipeline is done with them.
@@ -75,8 +82,14 @@ pub trait DeliveryStore: Send + Sync + 'static {
     /// Appends attempts to the delivery log.
     async fn log(&self, worker: &str, attempts: &[AttemptRecord]) -> StoreResult<()>;
 
-    /// Records a delivery that gave up.
-    async fn add_dead_letter(&self, letter: &NewDeadLetter) -> StoreResult<()>;
+    /// Records a delivery that gave up (its config's secrets redacted), keeping at most
+    /// `per_owner` dead letters of the task's owner (0 = no cap).
+    async fn add_dead_letter(&self, letter: &NewDeadLetter, per_owner: u64) -> StoreResult<()>;
+
+    /// The reconciliation sweep: tasks (at most `limit`) whose delivery is behind their event
+    /// log and whose lease is free, not looked at for `interval`; and how many tasks were found
+    /// gone (their progress forgotten).
+    async fn behind(&self, limit: u32, interval: Duration) -> StoreResult<(Vec<Behind>, u64)>;
 }
 
 #[async_trait]
@@ -118,9 +131,13 @@ impl DeliveryStore for PgDeliveryStore {
         PgDeliveryStore::log(self, worker, attempts).await
     }
 
-    async fn add_dead_letter(&self, letter: &NewDeadLetter) -> StoreResult<()> {
-        PgDeliveryStore::add_dead_letter(self, letter)
+    async fn add_dead_letter(&self, letter: &NewDeadLetter, per_owner: u64) -> StoreResult<()> {
+        PgDeliveryStore::add_dead_letter(self, letter, per_owner)
             .await
             .map(|_| ())
+    }
+
+    async fn behind(&self, limit: u32, interval: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+        PgDeliveryStore::sweep(self, limit, interval).await
     }
 }

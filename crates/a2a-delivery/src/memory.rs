@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_store::pg::{AttemptRecord, ClaimOutcome, NewDeadLetter};
+use a2a_store::pg::{AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, redact};
 use a2a_store::{MemoryTaskStore, StoreResult};
 use a2a_types::v1::StreamResponse;
 use async_trait::async_trait;
@@ -47,12 +47,16 @@ impl DeliveryStore for MemoryDeliveryStore {
         _first_seq: u64,
         _lease: Duration,
     ) -> StoreResult<ClaimOutcome> {
-        let Some((configs, delivered)) = self.tasks.push_targets(task_id) else {
-            return Ok(ClaimOutcome::NoConfigs);
+        let Some((configs, delivered, owner)) = self.tasks.push_targets(task_id) else {
+            return Ok(ClaimOutcome::Vanished);
         };
+        if configs.is_empty() {
+            return Ok(ClaimOutcome::NoConfigs);
+        }
         Ok(ClaimOutcome::Claimed {
             delivered_seq: delivered,
             configs,
+            owner,
         })
     }
 
@@ -89,13 +93,29 @@ impl DeliveryStore for MemoryDeliveryStore {
         Ok(())
     }
 
-    async fn add_dead_letter(&self, letter: &NewDeadLetter) -> StoreResult<()> {
+    /// Kept redacted, the most recent [`DEAD_LETTERS_KEPT`] of all owners (`_per_owner` is
+    /// the worker's bound: here the whole list is that small).
+    async fn add_dead_letter(&self, letter: &NewDeadLetter, _per_owner: u64) -> StoreResult<()> {
         let mut kept = self.dead_letters.lock().unwrap_or_else(|e| e.into_inner());
         if kept.len() == DEAD_LETTERS_KEPT {
             kept.pop_front();
         }
-        kept.push_back(letter.clone());
+        let mut letter = letter.clone();
+        letter.config = redact(&letter.config);
+        kept.push_back(letter);
         Ok(())
+    }
+
+    /// The tasks behind their event log (one process delivers: no lease to respect, and a task
+    /// being delivered just learns its last event again).
+    async fn behind(&self, limit: u32, _interval: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+        let behind = self
+            .tasks
+            .push_behind(usize::try_from(limit).unwrap_or(usize::MAX))
+            .into_iter()
+            .map(|(task_id, seq)| Behind { task_id, seq })
+            .collect();
+        Ok((behind, 0))
     }
 }
 
@@ -144,6 +164,12 @@ mod tests {
         task_with_events(&tasks, "t", 3).await;
         let claim = store.claim("t", "w", 4, lease).await.unwrap();
         assert_eq!(claim, ClaimOutcome::NoConfigs);
+        let gone = store.claim("gone", "w", 1, lease).await.unwrap();
+        assert_eq!(
+            gone,
+            ClaimOutcome::Vanished,
+            "a missing task is not 'no configs'"
+        );
 
         tasks
             .put_push_config(
@@ -169,6 +195,7 @@ mod tests {
             ClaimOutcome::Claimed {
                 delivered_seq,
                 configs,
+                ..
             } => {
                 assert_eq!(delivered_seq, 2, "the third event was current");
                 let ids: Vec<&str> = configs.iter().map(|w| w.config.id.as_str()).collect();

@@ -48,3 +48,66 @@ pub fn reclaimed(entries: usize) {
 pub fn log_pruned(rows: u64) {
     metrics::counter!("a2a_worker_log_pruned_total").increment(rows);
 }
+
+/// A per-task runner panicked (or failed for good): its entries were dead-lettered or
+/// acknowledged and its task released (`a2a_worker_runner_failures_total{kind}`: `panic` or
+/// `error`).
+pub fn runner_failed(kind: &'static str) {
+    metrics::counter!("a2a_worker_runner_failures_total", "kind" => kind).increment(1);
+}
+
+/// Events of a task that is gone (retention deleted it, or it never existed), which therefore
+/// cannot be delivered: counted, not skipped silently (`a2a_worker_vanished_total`).
+pub fn vanished(events: u64) {
+    metrics::counter!("a2a_worker_vanished_total").increment(events);
+}
+
+/// Entries acknowledged without being queued, left to the reconciliation sweep (the ledger
+/// holds them): `reason` is `queue_full` (the pipeline's queue), `task_full` (the task's own
+/// queue; its later events are read from the log) or `owner_share` (the owner has its share of
+/// tasks in delivery) (`a2a_worker_deferred_total{reason}`).
+pub fn deferred(reason: &'static str, entries: u64) {
+    metrics::counter!("a2a_worker_deferred_total", "reason" => reason).increment(entries);
+}
+
+/// What the pipeline holds: events queued in memory and tasks in delivery
+/// (`a2a_worker_queued_events`, `a2a_worker_tasks_in_delivery`).
+pub fn queued(events: usize, tasks: usize) {
+    metrics::gauge!("a2a_worker_queued_events").set(events as f64);
+    metrics::gauge!("a2a_worker_tasks_in_delivery").set(tasks as f64);
+}
+
+/// Destinations with attempts in progress or waiting, and attempts waiting for a slot
+/// (`a2a_worker_destinations_active`, `a2a_worker_attempts_waiting`).
+pub fn gates(destinations: usize, waiting: usize) {
+    metrics::gauge!("a2a_worker_destinations_active").set(destinations as f64);
+    metrics::gauge!("a2a_worker_attempts_waiting").set(waiting as f64);
+}
+
+/// One pass of the reconciliation sweep: tasks found behind their event log, and progress rows
+/// of vanished tasks deleted (`a2a_worker_sweep_behind_total`, `a2a_worker_vanished_total`).
+pub fn swept(behind: usize, vanished_tasks: u64) {
+    metrics::counter!("a2a_worker_sweep_behind_total").increment(behind as u64);
+    metrics::counter!("a2a_worker_sweep_runs_total").increment(1);
+    if vanished_tasks > 0 {
+        vanished(vanished_tasks);
+    }
+}
+
+/// The consumer group was missing (Redis restarted without it) and was created again
+/// (`a2a_worker_group_recreated_total`).
+pub fn group_recreated() {
+    metrics::counter!("a2a_worker_group_recreated_total").increment(1);
+}
+
+/// Events the bounded tap of an embedded gateway could not take (its push delivery was full);
+/// the embedded sweep delivers them from the store (`a2a_push_tap_dropped_total`).
+pub fn tap_dropped() {
+    metrics::counter!("a2a_push_tap_dropped_total").increment(1);
+}
+
+/// Attempts waiting for the delivery log's writer (its channel holds at most 8,000)
+/// (`a2a_worker_log_queue_depth`).
+pub fn log_queue(depth: usize) {
+    metrics::gauge!("a2a_worker_log_queue_depth").set(depth as f64);
+}

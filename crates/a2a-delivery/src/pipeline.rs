@@ -1,34 +1,58 @@
 //! From stream entries to ordered deliveries.
 //!
-//! Entries are queued per task, ordered by sequence number; one runner per task (at most
-//! `concurrency` at once) works through its queue in batches. A batch is delivered only under
-//! the task's lease in the [`DeliveryStore`](crate::DeliveryStore) (`push_progress` on
-//! PostgreSQL), from the task's delivered sequence number on: events of one task therefore
-//! reach each webhook in order even when the consumer group handed them to different workers,
-//! an event another worker already delivered is skipped, and an event whose entry never arrived
-//! here (published while Redis was unreachable, or handed to a worker that died) is read from
-//! the event log. Entries are acknowledged only after the progress that covers them is
-//! committed.
+//! Entries are queued per task, ordered by sequence number; one runner per task works through
+//! its queue in batches. A batch is delivered only under the task's lease in the
+//! [`DeliveryStore`](crate::DeliveryStore) (`push_progress` on PostgreSQL), from the task's
+//! delivered sequence number on: events of one task therefore reach each webhook in order even
+//! when the consumer group handed them to different workers, an event another worker already
+//! delivered is skipped, and an event whose entry never arrived here (trimmed, lost in a Redis
+//! restart, left to the sweep) is read from the event log.
 //!
-//! *Invariant*: an entry is in `State::in_flight` from dispatch until its acknowledgement was
-//! sent; the heartbeat keeps exactly those entries from being taken over by another worker.
+//! The ledger is the record, the entry a wake-up: entries are acknowledged once the task's
+//! lease is held (its progress row then says what is left, whoever delivers it), or at once
+//! when they cannot be queued (the queue is full, or the task's own queue is: its last
+//! sequence number is kept and the rest read from the log). The reconciliation sweep
+//! ([`Pipeline::wake`]) brings back any task whose progress is behind its log.
+//!
+//! Bounded and fair (review H4): the queue holds at most [`Limits::queue`] events and as many
+//! tasks, at most [`PER_TASK`] events of one task and [`Limits::owner_tasks`] tasks of one owner
+//! (more are left in the ledger for the sweep); entries of tasks without push configs are
+//! acknowledged after one claim and take no delivery slot; an attempt holds a slot of its
+//! destination, its owner and the process only while its request runs ([`crate::gates`]).
+//!
+//! Poison-proof (review H3): an event whose payload cannot be built is a dead letter with its
+//! reason; a runner whose batch fails or panics dead-letters that batch's events, advances past
+//! them, acknowledges its entries and goes on with the task's next events (counted in
+//! `a2a_worker_runner_failures_total`); a runner that ends any other way releases its task.
+//!
+//! *Invariant*: an entry is in `State::in_flight` from dispatch until it is acknowledged; the
+//! heartbeat keeps exactly those entries from being taken over by another worker.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_store::Webhook;
 use a2a_store::pg::ClaimOutcome;
+use a2a_store::{StoreError, Webhook};
 use a2a_types::Dialect;
 use a2a_types::v1::{StreamResponse, Task};
+use bytes::Bytes;
+use futures::FutureExt;
 use futures::future::join_all;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 
 use crate::deliver::{Deliverer, Delivery};
+use crate::gates::Limits;
 use crate::{Acknowledge, payload};
 
 /// How long a runner waits before asking again for a lease another worker holds.
 const HELD_POLL: Duration = Duration::from_millis(100);
+/// Events delivered per batch at most: a task far behind its log goes in several batches.
+pub const MAX_BATCH: u64 = 256;
+/// Events queued per task at most; beyond it only the task's last sequence number is kept (the
+/// event log has the events), so one busy task cannot fill the queue.
+pub const PER_TASK: usize = 256;
 
 /// One stream entry, decoded.
 #[derive(Debug, Clone)]
@@ -43,6 +67,18 @@ pub struct Entry {
     pub trace: Option<String>,
 }
 
+/// What [`Pipeline::dispatch`] did with an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatched {
+    /// Queued; acknowledged by the pipeline when its task's lease is held.
+    Queued,
+    /// Already queued here.
+    Duplicate,
+    /// Not queued: the caller acknowledges it now, the ledger holds the event (the task's
+    /// runner, or the sweep, reads it from the log). The reason is a metric label.
+    Deferred(&'static str),
+}
+
 /// One event to deliver: sequence number, event, when it was published, its `traceparent`.
 type Collected = (u64, Arc<StreamResponse>, Option<u64>, Option<String>);
 
@@ -55,10 +91,69 @@ struct Slot {
 }
 
 #[derive(Default)]
+struct Queue {
+    slots: BTreeMap<u64, Slot>,
+    /// The last sequence number known beyond the slots (entries not queued, a sweep): the
+    /// events up to it are read from the log.
+    tail: u64,
+    /// The owner whose share this task takes, once a claim named it.
+    owner: Option<String>,
+    /// Which runner serves this queue (a runner that ends abnormally cleans up only its own).
+    runner: u64,
+}
+
+#[derive(Default)]
+struct Batch {
+    slots: BTreeMap<u64, Slot>,
+    tail: u64,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.tail == 0
+    }
+
+    fn first(&self) -> u64 {
+        self.slots.keys().next().copied().unwrap_or(self.tail)
+    }
+
+    fn target(&self) -> u64 {
+        self.slots
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+            .max(self.tail)
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.slots.values().flat_map(|s| s.ids.clone()).collect()
+    }
+}
+
+#[derive(Default)]
 struct State {
     /// Queued entries per task; a task is present while its runner runs.
-    tasks: HashMap<String, BTreeMap<u64, Slot>>,
+    tasks: HashMap<String, Queue>,
+    /// Slots queued over all tasks.
+    queued: usize,
     in_flight: HashSet<String>,
+    /// Tasks in delivery per owner (those whose claim named it).
+    owners: HashMap<String, usize>,
+    next_runner: u64,
+}
+
+impl State {
+    fn forget_owner(&mut self, owner: Option<String>) {
+        if let Some(owner) = owner
+            && let Some(n) = self.owners.get_mut(&owner)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.owners.remove(&owner);
+            }
+        }
+    }
 }
 
 pub struct Pipeline {
@@ -69,10 +164,43 @@ pub struct Pipeline {
     /// This worker's name: the owner of the leases it takes.
     name: String,
     lease: Duration,
-    permits: Arc<Semaphore>,
-    max_in_flight: usize,
-    /// Signalled when entries are acknowledged (room to read more).
+    limits: Limits,
+    /// Signalled when room is made (entries taken or acknowledged, tasks done).
     space: Notify,
+}
+
+/// Ends a runner's tenure on its task whatever way the runner ends: a runner that did not
+/// finish normally (its future dropped, or a panic that escaped) leaves its task released, its
+/// queued entries out of `in_flight` (pending in the group, or behind in the ledger: the sweep
+/// or another worker gets them) and its owner's share returned.
+struct RunnerGuard {
+    pipeline: Arc<Pipeline>,
+    task_id: String,
+    runner: u64,
+}
+
+impl Drop for RunnerGuard {
+    fn drop(&mut self) {
+        let mut state = self.pipeline.state();
+        if state
+            .tasks
+            .get(&self.task_id)
+            .is_none_or(|q| q.runner != self.runner)
+        {
+            return; // finished normally (or another runner serves the task now)
+        }
+        if let Some(queue) = state.tasks.remove(&self.task_id) {
+            tracing::error!(task_id = %self.task_id, "a push runner ended abnormally; its task is released");
+            crate::metrics::runner_failed("aborted");
+            state.queued = state.queued.saturating_sub(queue.slots.len());
+            for id in queue.slots.values().flat_map(|s| &s.ids) {
+                state.in_flight.remove(id);
+            }
+            state.forget_owner(queue.owner);
+        }
+        drop(state);
+        self.pipeline.space.notify_waiters();
+    }
 }
 
 impl Pipeline {
@@ -81,17 +209,15 @@ impl Pipeline {
         source: Arc<dyn Acknowledge>,
         name: String,
         lease: Duration,
-        concurrency: usize,
     ) -> Arc<Self> {
+        let limits = deliverer.gates.limits();
         Arc::new(Self {
             state: Mutex::default(),
             name,
             deliverer,
             source,
             lease,
-            permits: Arc::new(Semaphore::new(concurrency)),
-            // Enough queued work to keep every runner busy with batches, bounded in memory.
-            max_in_flight: (concurrency * 64).max(4096),
+            limits,
             space: Notify::new(),
         })
     }
@@ -104,121 +230,292 @@ impl Pipeline {
         self.state().in_flight.len()
     }
 
+    /// Tasks in delivery (with a runner).
+    pub fn tasks(&self) -> usize {
+        self.state().tasks.len()
+    }
+
     /// The entries this worker holds unacknowledged (for the heartbeat).
     pub fn in_flight_ids(&self) -> Vec<String> {
         self.state().in_flight.iter().cloned().collect()
     }
 
-    /// Waits until there is room for another read.
+    fn has_room(&self) -> bool {
+        let state = self.state();
+        state.queued < self.limits.queue && state.tasks.len() < self.limits.queue
+    }
+
+    /// Waits until there is room for another read. Callers bound the wait: entries read while
+    /// the queue is full are deferred to the ledger, never waited on for good.
     pub async fn wait_for_room(&self) {
         loop {
             let notified = self.space.notified();
-            if self.in_flight() < self.max_in_flight {
+            if self.has_room() {
                 return;
             }
             notified.await;
         }
     }
 
-    /// Queues an entry (ignored when this worker already holds it) and starts the task's
-    /// runner if it is not running.
-    pub fn dispatch(self: &Arc<Self>, entry: Entry) {
-        let start = {
-            let mut state = self.state();
-            if !state.in_flight.insert(entry.id.clone()) {
-                return;
-            }
-            let start = !state.tasks.contains_key(&entry.task_id);
-            let slot = state
-                .tasks
-                .entry(entry.task_id.clone())
-                .or_default()
-                .entry(entry.seq)
-                .or_default();
-            slot.ids.push(entry.id);
-            if slot.event.is_none() {
-                slot.event = entry.event;
-            }
-            slot.published_ms = slot.published_ms.or(entry.published_ms);
-            if slot.trace.is_none() {
-                slot.trace = entry.trace;
-            }
-            start
-        };
-        crate::metrics::in_flight(self.in_flight());
-        if start {
-            let this = self.clone();
-            tokio::spawn(async move { this.run(entry.task_id).await });
-        }
+    fn gauges(&self, state: &State) {
+        crate::metrics::queued(state.queued, state.tasks.len());
+        crate::metrics::in_flight(state.in_flight.len());
     }
 
-    /// The task's runner: batches until its queue is empty.
-    async fn run(self: Arc<Self>, task_id: String) {
-        let Ok(_permit) = self.permits.clone().acquire_owned().await else {
-            return;
+    /// Queues an entry and starts the task's runner if it is not running; says whether it was
+    /// queued or deferred (then the caller acknowledges it).
+    pub fn dispatch(self: &Arc<Self>, entry: Entry) -> Dispatched {
+        let mut state = self.state();
+        if state.in_flight.contains(&entry.id) {
+            return Dispatched::Duplicate;
+        }
+        let full = state.queued >= self.limits.queue;
+        let no_more_tasks = state.tasks.len() >= self.limits.queue;
+        let spawn = match state.tasks.get_mut(&entry.task_id) {
+            Some(queue) => {
+                if full || (queue.slots.len() >= PER_TASK && !queue.slots.contains_key(&entry.seq))
+                {
+                    // The runner is on it: it reads this event from the log.
+                    queue.tail = queue.tail.max(entry.seq);
+                    let reason = if full { "queue_full" } else { "task_full" };
+                    crate::metrics::deferred(reason, 1);
+                    return Dispatched::Deferred(reason);
+                }
+                None
+            }
+            None if full || no_more_tasks => {
+                // Left to the sweep: the task's progress is behind its log.
+                crate::metrics::deferred("queue_full", 1);
+                return Dispatched::Deferred("queue_full");
+            }
+            None => {
+                state.next_runner += 1;
+                let runner = state.next_runner;
+                state.tasks.insert(
+                    entry.task_id.clone(),
+                    Queue {
+                        runner,
+                        ..Queue::default()
+                    },
+                );
+                Some(runner)
+            }
         };
+        state.in_flight.insert(entry.id.clone());
+        let Some(queue) = state.tasks.get_mut(&entry.task_id) else {
+            return Dispatched::Duplicate; // not reached: present or inserted above
+        };
+        let fresh = !queue.slots.contains_key(&entry.seq);
+        let slot = queue.slots.entry(entry.seq).or_default();
+        slot.ids.push(entry.id);
+        if slot.event.is_none() {
+            slot.event = entry.event;
+        }
+        slot.published_ms = slot.published_ms.or(entry.published_ms);
+        if slot.trace.is_none() {
+            slot.trace = entry.trace;
+        }
+        if fresh {
+            state.queued += 1;
+        }
+        self.gauges(&state);
+        drop(state);
+        if let Some(runner) = spawn {
+            self.spawn(entry.task_id, runner);
+        }
+        Dispatched::Queued
+    }
+
+    /// The sweep found `task_id` behind its log up to `seq`: delivers the rest (from the log)
+    /// unless the task is being delivered here already (then its runner learns of `seq`).
+    /// False when there is no room (the next sweep finds the task again).
+    pub fn wake(self: &Arc<Self>, task_id: &str, seq: u64) -> bool {
+        let mut state = self.state();
+        if let Some(queue) = state.tasks.get_mut(task_id) {
+            queue.tail = queue.tail.max(seq);
+            return true;
+        }
+        if state.queued >= self.limits.queue || state.tasks.len() >= self.limits.queue {
+            return false;
+        }
+        state.next_runner += 1;
+        let runner = state.next_runner;
+        state.tasks.insert(
+            task_id.to_owned(),
+            Queue {
+                tail: seq,
+                runner,
+                ..Queue::default()
+            },
+        );
+        self.gauges(&state);
+        drop(state);
+        self.spawn(task_id.to_owned(), runner);
+        true
+    }
+
+    fn spawn(self: &Arc<Self>, task_id: String, runner: u64) {
+        let guard = RunnerGuard {
+            pipeline: self.clone(),
+            task_id,
+            runner,
+        };
+        tokio::spawn(async move {
+            let pipeline = guard.pipeline.clone();
+            pipeline.run(&guard.task_id).await;
+            drop(guard);
+        });
+    }
+
+    /// The task's runner: batches until its queue is empty. A batch that fails or panics is
+    /// dead-lettered ([`Self::poisoned`]) and the runner goes on with the next one.
+    async fn run(self: &Arc<Self>, task_id: &str) {
         let mut holding = false;
         loop {
-            let batch = self.take(&task_id);
+            let batch = self.take(task_id);
             if batch.is_empty() {
                 if holding {
-                    self.advance(&task_id, 0, true).await;
+                    let _ = self.advance(task_id, 0, true).await;
                     holding = false;
                 }
-                if self.finish(&task_id) {
+                if self.finish(task_id) {
                     return;
                 }
                 continue;
             }
-            holding = self.handle(&task_id, batch).await;
+            let (first, target, ids) = (batch.first(), batch.target(), batch.ids());
+            let outcome = AssertUnwindSafe(self.handle(task_id, batch))
+                .catch_unwind()
+                .await;
+            let reason = match outcome {
+                Ok(Ok(held)) => {
+                    holding = held;
+                    continue;
+                }
+                Ok(Err(reason)) => {
+                    crate::metrics::runner_failed("error");
+                    reason
+                }
+                Err(panic) => {
+                    crate::metrics::runner_failed("panic");
+                    let msg = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| (*s).to_owned())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "unknown panic".into());
+                    format!("delivery panicked: {msg}")
+                }
+            };
+            tracing::error!(task_id, first, target, reason = %reason,
+                "push delivery of a batch failed; its events become dead letters");
+            self.poisoned(task_id, first, target, &ids, &reason).await;
+            holding = false;
         }
     }
 
-    /// Delivers one batch under the lease; returns whether the lease is still held.
-    async fn handle(&self, task_id: &str, batch: BTreeMap<u64, Slot>) -> bool {
-        let (Some(&first), Some(&target)) = (batch.keys().next(), batch.keys().next_back()) else {
-            return false;
-        };
-        let claim = self.claim(task_id, first).await;
-        let (delivered, configs) = match claim {
+    /// Delivers one batch under the lease; returns whether the lease is still held. An error
+    /// is what will not get better by retrying (a row that cannot be read).
+    async fn handle(&self, task_id: &str, mut batch: Batch) -> Result<bool, String> {
+        let (first, target) = (batch.first(), batch.target());
+        let claim = self.claim(task_id, first).await?;
+        let (delivered, configs, owner) = match claim {
             ClaimOutcome::NoConfigs => {
-                self.ack(batch).await;
-                return false;
+                self.ack(batch.ids()).await;
+                return Ok(false);
+            }
+            ClaimOutcome::Vanished => {
+                let events = target.saturating_sub(first) + 1;
+                tracing::warn!(
+                    task_id,
+                    events,
+                    "push events of a task that is gone cannot be delivered"
+                );
+                crate::metrics::vanished(events);
+                self.ack(batch.ids()).await;
+                return Ok(false);
             }
             ClaimOutcome::Held => {
                 self.put_back(task_id, batch);
                 tokio::time::sleep(HELD_POLL).await;
-                return false;
+                return Ok(false);
             }
             ClaimOutcome::Claimed {
                 delivered_seq,
                 configs,
-            } => (delivered_seq, configs),
+                owner,
+            } => (delivered_seq, configs, owner),
         };
-        if target > delivered {
-            let events = self.collect(task_id, delivered, &batch).await;
-            self.with_lease(task_id, self.deliver_all(task_id, &events, &configs))
-                .await;
+        if !self.admit(task_id, &owner) {
+            // The owner has its share of tasks in delivery: this one waits in the ledger (its
+            // progress is behind its log) for the sweep.
+            self.advance(task_id, 0, true).await?;
+            let mut ids = batch.ids();
+            let mut dropped = batch.slots.len();
+            let rest = self.take(task_id);
+            ids.extend(rest.ids());
+            dropped += rest.slots.len();
+            crate::metrics::deferred("owner_share", dropped.max(1) as u64);
+            self.ack(ids).await;
+            return Ok(false);
+        }
+        // The lease and the progress row now hold what is left to deliver.
+        self.ack(batch.ids()).await;
+        let upto = target.min(delivered.saturating_add(MAX_BATCH));
+        if upto < target {
+            // The rest in a later batch (what is queued stays queued).
+            let later = batch.slots.split_off(&(upto + 1));
+            self.put_back(
+                task_id,
+                Batch {
+                    slots: later,
+                    tail: target,
+                },
+            );
+        }
+        if upto > delivered {
+            let events = self.collect(task_id, delivered, upto, &batch.slots).await?;
+            self.with_lease(
+                task_id,
+                self.deliver_all(task_id, &owner, &events, &configs),
+            )
+            .await;
         }
         let release = !self.has_queued(task_id);
-        self.advance(task_id, target, release).await;
-        self.ack(batch).await;
-        !release
+        self.advance(task_id, upto, release).await?;
+        Ok(!release)
     }
 
-    /// The events after `delivered` up to the batch's last, from the batch where it has them
-    /// and from the event log for the rest.
+    /// Counts the task against its owner's share; false when the share is used up.
+    fn admit(&self, task_id: &str, owner: &str) -> bool {
+        let mut state = self.state();
+        if state.tasks.get(task_id).is_some_and(|q| q.owner.is_some()) {
+            return true;
+        }
+        let n = state.owners.get(owner).copied().unwrap_or(0);
+        if n >= self.limits.owner_tasks {
+            return false;
+        }
+        state.owners.insert(owner.to_owned(), n + 1);
+        if let Some(q) = state.tasks.get_mut(task_id) {
+            q.owner = Some(owner.to_owned());
+        }
+        true
+    }
+
+    /// The events after `delivered` up to `upto`, from the batch where it has them and from
+    /// the event log for the rest. Events missing from the log too (the task was deleted
+    /// meanwhile) are counted as vanished.
     async fn collect(
         &self,
         task_id: &str,
         delivered: u64,
-        batch: &BTreeMap<u64, Slot>,
-    ) -> Vec<Collected> {
-        let target = batch.keys().next_back().copied().unwrap_or(delivered);
+        upto: u64,
+        slots: &BTreeMap<u64, Slot>,
+    ) -> Result<Vec<Collected>, String> {
         let mut events = Vec::new();
         let mut missing = Vec::new();
-        for seq in delivered + 1..=target {
-            match batch.get(&seq) {
+        for seq in delivered + 1..=upto {
+            match slots.get(&seq) {
                 Some(Slot {
                     event: Some(ev),
                     published_ms,
@@ -232,22 +529,40 @@ impl Pipeline {
             let logged = retry_db("read the event log", || {
                 self.deliverer.store.events(task_id, lo - 1, hi)
             })
-            .await;
+            .await?;
+            let mut found = 0;
             for (seq, ev) in logged {
                 if missing.binary_search(&seq).is_ok() {
+                    found += 1;
                     // The trace of an event read from the log is that of its slot, if any.
-                    let trace = batch.get(&seq).and_then(|s| s.trace.clone());
+                    let trace = slots.get(&seq).and_then(|s| s.trace.clone());
                     events.push((seq, Arc::new(ev), None, trace));
                 }
             }
+            if found < missing.len() {
+                let lost = (missing.len() - found) as u64;
+                tracing::warn!(
+                    task_id,
+                    events = lost,
+                    "push events missing from the event log"
+                );
+                crate::metrics::vanished(lost);
+            }
             events.sort_by_key(|(seq, ..)| *seq);
         }
-        events
+        Ok(events)
     }
 
     /// Each event in order; the webhooks of one event at once. A 1.0 webhook gets the event
-    /// (its StreamResponse), a 0.3 one the Task as it is after the event, in the 0.3 shape.
-    async fn deliver_all(&self, task_id: &str, events: &[Collected], configs: &[Webhook]) {
+    /// (its StreamResponse), a 0.3 one the Task as it is after the event, in the 0.3 shape. An
+    /// event whose payload cannot be built is a dead letter with the reason.
+    async fn deliver_all(
+        &self,
+        task_id: &str,
+        owner: &str,
+        events: &[Collected],
+        configs: &[Webhook],
+    ) {
         let mut tasks = if configs.iter().any(|w| w.dialect == Dialect::V03) {
             self.snapshots(task_id, events).await
         } else {
@@ -256,26 +571,37 @@ impl Pipeline {
         for (seq, event, published_ms, trace) in events {
             let body = payload::event_body(event);
             let body03 = tasks.remove(seq).map(|task| payload::task_body_v03(&task));
-            let deliveries = configs.iter().map(|w| Delivery {
-                task_id,
-                seq: *seq,
-                event,
-                body: match w.dialect {
+            let empty = Bytes::new();
+            let deliveries = configs.iter().map(|w| {
+                let body = match w.dialect {
                     Dialect::V03 => body03.as_ref().unwrap_or(&body),
                     Dialect::V1 => &body,
-                },
-                config: &w.config,
-                dialect: w.dialect,
-                published_ms: *published_ms,
-                trace: trace.as_deref(),
+                };
+                let d = Delivery {
+                    task_id,
+                    owner,
+                    seq: *seq,
+                    event,
+                    body: body.as_ref().unwrap_or(&empty),
+                    config: &w.config,
+                    dialect: w.dialect,
+                    published_ms: *published_ms,
+                    trace: trace.as_deref(),
+                };
+                async move {
+                    match body {
+                        Ok(_) => self.deliverer.deliver(&d).await,
+                        Err(reason) => self.deliverer.poison(&d, reason).await,
+                    }
+                }
             });
-            let deliveries: Vec<Delivery<'_>> = deliveries.collect();
-            join_all(deliveries.iter().map(|d| self.deliverer.deliver(d))).await;
+            join_all(deliveries).await;
         }
     }
 
     /// The task as it is after each of `events`, folded from its event log (the log starts with
-    /// the Task itself, sequence number 1).
+    /// the Task itself, sequence number 1). Empty when the log cannot be read: the 0.3 webhooks
+    /// then get the 1.0 payload.
     async fn snapshots(&self, task_id: &str, events: &[Collected]) -> HashMap<u64, Task> {
         let Some(last) = events.iter().map(|(seq, ..)| *seq).max() else {
             return HashMap::new();
@@ -283,9 +609,73 @@ impl Pipeline {
         let log = retry_db("read the event log", || {
             self.deliverer.store.events(task_id, 0, last)
         })
-        .await;
+        .await
+        .unwrap_or_default();
         let wanted: HashSet<u64> = events.iter().map(|(seq, ..)| *seq).collect();
         payload::snapshots(&log, &wanted)
+    }
+
+    /// What a failed batch leaves: every event of it (up to [`MAX_BATCH`] past the progress)
+    /// becomes a dead letter for every webhook of its task with `reason`, the progress moves
+    /// past them and the entries are acknowledged. Best effort and bounded: each step is tried
+    /// once (a failure leaves the task behind its log, for the sweep), and a panic here is
+    /// caught too.
+    async fn poisoned(&self, task_id: &str, first: u64, target: u64, ids: &[String], reason: &str) {
+        let work = async {
+            let store = &self.deliverer.store;
+            let Ok(ClaimOutcome::Claimed {
+                delivered_seq,
+                configs,
+                owner,
+            }) = store.claim(task_id, &self.name, first, self.lease).await
+            else {
+                return;
+            };
+            let upto = target.min(delivered_seq.saturating_add(MAX_BATCH));
+            if upto <= delivered_seq {
+                let _ = store.advance(task_id, &self.name, upto, false).await;
+                return;
+            }
+            // The events as the log has them; an event that cannot be read is recorded empty.
+            let logged: HashMap<u64, StreamResponse> = store
+                .events(task_id, delivered_seq, upto)
+                .await
+                .map(|events| events.into_iter().collect())
+                .unwrap_or_default();
+            let empty = Bytes::new();
+            let none = StreamResponse::default();
+            for seq in delivered_seq + 1..=upto {
+                let event = logged.get(&seq).unwrap_or(&none);
+                for w in &configs {
+                    let d = Delivery {
+                        task_id,
+                        owner: &owner,
+                        seq,
+                        event,
+                        body: &empty,
+                        config: &w.config,
+                        dialect: w.dialect,
+                        published_ms: None,
+                        trace: None,
+                    };
+                    self.deliverer.poison(&d, reason).await;
+                }
+            }
+            let _ = store.advance(task_id, &self.name, upto, false).await;
+            if upto < target {
+                self.put_back(
+                    task_id,
+                    Batch {
+                        slots: BTreeMap::new(),
+                        tail: target,
+                    },
+                );
+            }
+        };
+        if AssertUnwindSafe(work).catch_unwind().await.is_err() {
+            tracing::error!(task_id, "dead-lettering a failed batch panicked too");
+        }
+        self.ack(ids.to_vec()).await;
     }
 
     /// Runs `work` while renewing the task's lease every third of its length.
@@ -307,7 +697,7 @@ impl Pipeline {
         }
     }
 
-    async fn claim(&self, task_id: &str, first: u64) -> ClaimOutcome {
+    async fn claim(&self, task_id: &str, first: u64) -> Result<ClaimOutcome, String> {
         retry_db("claim a task", || {
             self.deliverer
                 .store
@@ -316,13 +706,13 @@ impl Pipeline {
         .await
     }
 
-    async fn advance(&self, task_id: &str, seq: u64, release: bool) {
+    async fn advance(&self, task_id: &str, seq: u64, release: bool) -> Result<(), String> {
         let held = retry_db("record delivery progress", || {
             self.deliverer
                 .store
                 .advance(task_id, &self.name, seq, release)
         })
-        .await;
+        .await?;
         if !held {
             // The lease ran out while this worker delivered (it stalled for longer than the
             // lease): the next holder starts from the progress it finds, so some events may
@@ -333,10 +723,13 @@ impl Pipeline {
                 "delivery lease ran out before progress was recorded"
             );
         }
+        Ok(())
     }
 
-    async fn ack(&self, batch: BTreeMap<u64, Slot>) {
-        let ids: Vec<String> = batch.into_values().flat_map(|s| s.ids).collect();
+    async fn ack(&self, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
         if let Err(e) = self.source.ack(&ids).await {
             // Left pending: taken over later, found delivered, acknowledged then.
             tracing::warn!(error = %e, "cannot acknowledge entries; they will be reclaimed");
@@ -346,67 +739,305 @@ impl Pipeline {
             for id in &ids {
                 state.in_flight.remove(id);
             }
+            self.gauges(&state);
         }
-        crate::metrics::in_flight(self.in_flight());
         self.space.notify_waiters();
     }
 
-    fn take(&self, task_id: &str) -> BTreeMap<u64, Slot> {
-        self.state()
-            .tasks
-            .get_mut(task_id)
-            .map(std::mem::take)
-            .unwrap_or_default()
+    fn take(&self, task_id: &str) -> Batch {
+        let mut state = self.state();
+        let Some(queue) = state.tasks.get_mut(task_id) else {
+            return Batch::default();
+        };
+        let batch = Batch {
+            slots: std::mem::take(&mut queue.slots),
+            tail: std::mem::take(&mut queue.tail),
+        };
+        state.queued = state.queued.saturating_sub(batch.slots.len());
+        self.gauges(&state);
+        drop(state);
+        self.space.notify_waiters();
+        batch
     }
 
-    fn put_back(&self, task_id: &str, batch: BTreeMap<u64, Slot>) {
+    fn put_back(&self, task_id: &str, batch: Batch) {
         let mut state = self.state();
-        let queue = state.tasks.entry(task_id.to_owned()).or_default();
-        for (seq, slot) in batch {
-            let into = queue.entry(seq).or_default();
+        let Some(queue) = state.tasks.get_mut(task_id) else {
+            return;
+        };
+        queue.tail = queue.tail.max(batch.tail);
+        let mut added = 0;
+        for (seq, slot) in batch.slots {
+            let into = match queue.slots.entry(seq) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    added += 1;
+                    e.insert(Slot::default())
+                }
+            };
             into.ids.extend(slot.ids);
             into.event = into.event.take().or(slot.event);
             into.published_ms = into.published_ms.or(slot.published_ms);
             into.trace = into.trace.take().or(slot.trace);
         }
+        state.queued += added;
+        self.gauges(&state);
     }
 
     fn has_queued(&self, task_id: &str) -> bool {
         self.state()
             .tasks
             .get(task_id)
-            .is_some_and(|q| !q.is_empty())
+            .is_some_and(|q| !q.slots.is_empty() || q.tail > 0)
     }
 
     /// Ends the runner if nothing was queued meanwhile.
     fn finish(&self, task_id: &str) -> bool {
         let mut state = self.state();
         match state.tasks.get(task_id) {
-            Some(queue) if !queue.is_empty() => false,
+            Some(queue) if !queue.slots.is_empty() || queue.tail > 0 => false,
             _ => {
-                state.tasks.remove(task_id);
+                if let Some(queue) = state.tasks.remove(task_id) {
+                    state.forget_owner(queue.owner);
+                }
+                self.gauges(&state);
+                drop(state);
+                self.space.notify_waiters();
                 true
             }
         }
     }
 }
 
-/// Retries a database call until it succeeds (PostgreSQL down: the worker waits, holding its
-/// entries unacknowledged).
-async fn retry_db<T, F, Fut>(what: &str, mut call: F) -> T
+/// Retries a database call: while PostgreSQL is unreachable for good (the worker waits,
+/// holding its entries), any other error a few times, then gives up with it (a row that cannot
+/// be read does not get better: the caller dead-letters what it concerns).
+async fn retry_db<T, F, Fut>(what: &str, mut call: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = a2a_store::StoreResult<T>>,
 {
     let mut wait = Duration::from_millis(100);
+    let mut failures = 0;
     loop {
         match call().await {
-            Ok(v) => return v,
-            Err(e) => {
+            Ok(v) => return Ok(v),
+            Err(StoreError::Unavailable(e)) => {
                 tracing::warn!(error = %e, "cannot {what} yet; retrying");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            Err(e) if failures >= 2 => return Err(format!("cannot {what}: {e}")),
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(error = %e, "cannot {what}; retrying");
             }
         }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use a2a_push::{AddressPolicy, SigningKeys};
+    use a2a_store::pg::{AttemptRecord, Behind, NewDeadLetter};
+    use a2a_store::{MemoryTaskStore, NewTask, PushQuota, StoreResult, TaskStore};
+    use a2a_types::v1::TaskPushNotificationConfig;
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::DeliveryStore;
+    use crate::deliver::LogSink;
+    use crate::gates::Gates;
+    use crate::memory::MemoryDeliveryStore;
+    use crate::webhook::Webhooks;
+
+    /// The in-memory delivery state, except that claiming task `boom` panics (a bug, or a
+    /// value that panics somewhere on its way).
+    struct Panicky(MemoryDeliveryStore);
+
+    #[async_trait]
+    impl DeliveryStore for Panicky {
+        async fn claim(
+            &self,
+            task_id: &str,
+            worker: &str,
+            first_seq: u64,
+            lease: Duration,
+        ) -> StoreResult<ClaimOutcome> {
+            assert_ne!(task_id, "boom", "a poison task");
+            self.0.claim(task_id, worker, first_seq, lease).await
+        }
+        async fn renew(&self, t: &str, w: &str, l: Duration) -> StoreResult<bool> {
+            self.0.renew(t, w, l).await
+        }
+        async fn advance(&self, t: &str, w: &str, s: u64, r: bool) -> StoreResult<bool> {
+            self.0.advance(t, w, s, r).await
+        }
+        async fn events(&self, t: &str, a: u64, u: u64) -> StoreResult<Vec<(u64, StreamResponse)>> {
+            self.0.events(t, a, u).await
+        }
+        async fn log(&self, w: &str, a: &[AttemptRecord]) -> StoreResult<()> {
+            self.0.log(w, a).await
+        }
+        async fn add_dead_letter(&self, l: &NewDeadLetter, p: u64) -> StoreResult<()> {
+            self.0.add_dead_letter(l, p).await
+        }
+        async fn behind(&self, l: u32, i: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+            self.0.behind(l, i).await
+        }
+    }
+
+    struct NoAck;
+
+    #[async_trait]
+    impl Acknowledge for NoAck {
+        async fn ack(&self, _ids: &[String]) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    fn pipeline(store: Arc<dyn DeliveryStore>) -> Arc<Pipeline> {
+        // No signing key: every attempt is refused at once (a dead letter), no network.
+        let webhooks = Webhooks::new(
+            AddressPolicy::parse("").unwrap(),
+            SigningKeys::default(),
+            "http://gw",
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+        )
+        .unwrap();
+        let (log, _) = LogSink::spawn(store.clone(), "w".into());
+        let deliverer = Deliverer {
+            store,
+            webhooks,
+            retry: crate::RetryPolicy::default(),
+            log,
+            gates: Arc::new(Gates::new(Limits::from_concurrency(4))),
+            dead_letters_per_owner: 0,
+        };
+        Pipeline::new(
+            deliverer,
+            Arc::new(NoAck),
+            "w".into(),
+            Duration::from_secs(30),
+        )
+    }
+
+    async fn task(tasks: &MemoryTaskStore, id: &str, metadata: Option<f64>, dialect: Dialect) {
+        let metadata = metadata.map(|n| {
+            let mut fields = std::collections::BTreeMap::new();
+            fields.insert(
+                "x".to_owned(),
+                a2a_types::wkt::Value {
+                    kind: Some(a2a_types::wkt::value::Kind::NumberValue(n)),
+                },
+            );
+            a2a_types::wkt::Struct { fields }
+        });
+        let new = NewTask {
+            owner: "alice".into(),
+            agent: "echo".into(),
+            task: Task {
+                id: id.into(),
+                context_id: "c".into(),
+                metadata,
+                ..Default::default()
+            },
+        };
+        tasks.create(new).await.unwrap();
+        let config = TaskPushNotificationConfig {
+            task_id: id.into(),
+            id: "cfg".into(),
+            url: "https://hooks.example.com/x".into(),
+            ..Default::default()
+        };
+        tasks
+            .put_push_config("alice", config, dialect, PushQuota::NONE)
+            .await
+            .unwrap();
+    }
+
+    fn entry(task_id: &str, seq: u64) -> Entry {
+        Entry {
+            id: format!("{task_id}/{seq}"),
+            task_id: task_id.into(),
+            seq,
+            event: None,
+            published_ms: None,
+            trace: None,
+        }
+    }
+
+    async fn settle(p: &Pipeline) {
+        for _ in 0..200 {
+            if p.tasks() == 0 && p.in_flight() == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "the pipeline still holds {} tasks, {} entries",
+            p.tasks(),
+            p.in_flight()
+        );
+    }
+
+    /// A runner that panics is caught: its task is released, its entries acknowledged, and the
+    /// next task goes on (the old runner died, pinning its task and entries for good).
+    #[tokio::test]
+    async fn a_panicking_runner_releases_its_task_and_others_go_on() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "boom", None, Dialect::V1).await;
+        task(&tasks, "fine", None, Dialect::V1).await;
+        let store = Arc::new(Panicky(MemoryDeliveryStore::new(tasks.clone())));
+        let p = pipeline(store.clone());
+        assert_eq!(p.dispatch(entry("boom", 1)), Dispatched::Queued);
+        assert_eq!(p.dispatch(entry("fine", 1)), Dispatched::Queued);
+        settle(&p).await;
+        assert_eq!(tasks.push_targets("fine").unwrap().1, 1, "delivered");
+        // The poison task can be handed out again: a new entry starts a new runner.
+        assert_eq!(p.dispatch(entry("boom", 1)), Dispatched::Queued);
+        settle(&p).await;
+    }
+
+    /// An event whose 1.0 or 0.3 payload cannot be built (NaN) is a dead letter with its
+    /// reason; the progress moves past it and the task is released.
+    #[tokio::test]
+    async fn an_event_that_cannot_be_serialised_becomes_a_dead_letter() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "v1", Some(f64::NAN), Dialect::V1).await;
+        task(&tasks, "v03", Some(f64::INFINITY), Dialect::V03).await;
+        let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
+        let p = pipeline(store.clone());
+        p.dispatch(entry("v1", 1));
+        p.dispatch(entry("v03", 1));
+        settle(&p).await;
+        let dead = store.dead_letters();
+        assert_eq!(dead.len(), 2, "{dead:?}");
+        for d in &dead {
+            assert!(d.last_error.contains("cannot be"), "{}", d.last_error);
+            assert_eq!(d.attempts, 0, "never sent");
+        }
+        assert_eq!(tasks.push_targets("v1").unwrap().1, 1);
+        assert_eq!(tasks.push_targets("v03").unwrap().1, 1);
+    }
+
+    /// A full queue defers entries (the caller acknowledges them; the ledger has them), and a
+    /// task's own queue past [`PER_TASK`] keeps only its last sequence number.
+    #[tokio::test]
+    async fn a_full_queue_defers_and_never_blocks() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        let store = Arc::new(MemoryDeliveryStore::new(tasks.clone()));
+        let p = pipeline(store);
+        // No such tasks: runners find them vanished; the point is what dispatch says meanwhile.
+        let limits = p.limits;
+        let mut deferred = 0;
+        for i in 0..(limits.queue + 10) {
+            if let Dispatched::Deferred(_) = p.dispatch(entry(&format!("t{i}"), 1)) {
+                deferred += 1;
+            }
+        }
+        assert!(deferred >= 10, "beyond the queue, entries are deferred");
+        settle(&p).await;
     }
 }

@@ -20,6 +20,11 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 /// The media type of a delivery (A2A 1.0, HTTP+JSON).
 pub const CONTENT_TYPE_A2A: &str = "application/a2a+json";
 
+/// The most of a webhook's response body that is read (review M1): nothing in it is used, and
+/// reading a small body lets the connection go back to the pool; a larger one is dropped
+/// unread (the connection with it).
+pub const MAX_RESPONSE_BODY: usize = 4096;
+
 /// What one attempt came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Attempt {
@@ -158,15 +163,23 @@ fn refused(error: &str) -> Attempt {
     }
 }
 
-async fn classify(response: reqwest::Response) -> Attempt {
+async fn classify(mut response: reqwest::Response) -> Attempt {
     let status = response.status().as_u16();
     let retry_after = response
         .headers()
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(parse_retry_after);
-    // Read the (small) body so the connection goes back to the pool.
-    let _ = response.bytes().await;
+        .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
+    // Read at most a few KiB of the body (so a small one frees the connection for reuse), then
+    // drop the rest with the response: a webhook streaming a huge body costs nothing more.
+    let mut read = 0;
+    while read < MAX_RESPONSE_BODY {
+        match response.chunk().await {
+            Ok(Some(chunk)) => read += chunk.len(),
+            _ => break,
+        }
+    }
+    drop(response);
     match status {
         200..=299 => Attempt::Delivered { status },
         408 | 429 | 500..=599 => Attempt::Retry {
@@ -185,47 +198,19 @@ async fn classify(response: reqwest::Response) -> Attempt {
     }
 }
 
-/// Retry-After as delay-seconds or an HTTP date.
-fn parse_retry_after(value: &str) -> Option<Duration> {
+/// Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3, parsed by `httpdate`: its
+/// three forms, no arithmetic of ours), relative to `now`; a date in the past is no delay. The
+/// retry policy caps what is honoured.
+fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
     let value = value.trim();
+    if value.len() > 64 {
+        return None;
+    }
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    let when = httpdate_to_unix(value)?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .ok()?
-        .as_secs();
-    Some(Duration::from_secs(when.saturating_sub(now)))
-}
-
-/// Parses the IMF-fixdate form (`Sun, 06 Nov 1994 08:49:37 GMT`), the one RFC 9110 requires
-/// senders to use.
-fn httpdate_to_unix(s: &str) -> Option<u64> {
-    let mut it = s.split_whitespace().skip(1);
-    let day: u64 = it.next()?.parse().ok()?;
-    let month = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ]
-    .iter()
-    .position(|m| Some(*m) == it.clone().next())? as u64
-        + 1;
-    it.next();
-    let year: u64 = it.next()?.parse().ok()?;
-    let mut hms = it.next()?.split(':').map(|p| p.parse::<u64>().ok());
-    let (h, m, sec) = (hms.next()??, hms.next()??, hms.next()??);
-    // Days from civil (Howard Hinnant's algorithm), for years after 1970.
-    let (y, mo) = if month <= 2 {
-        (year - 1, month + 9)
-    } else {
-        (year, month - 3)
-    };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = (era * 146_097 + doe).checked_sub(719_468)?;
-    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 fn from_error(e: reqwest::Error) -> Attempt {
@@ -305,15 +290,35 @@ mod tests {
 
     #[test]
     fn retry_after_as_seconds_or_date() {
-        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_777);
+        assert_eq!(parse_retry_after("7", now), Some(Duration::from_secs(7)));
         assert_eq!(
-            httpdate_to_unix("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(784_111_777)
+            parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", now),
+            Some(Duration::from_secs(60))
         );
         assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT"),
+            parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now),
             Some(Duration::ZERO)
         );
-        assert_eq!(parse_retry_after("soon"), None);
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    /// Dates the old hand-written arithmetic overflowed on (review L5): no panic, no wrap.
+    #[test]
+    fn retry_after_dates_out_of_range_do_not_panic() {
+        let now = std::time::SystemTime::now();
+        for v in [
+            "Sun, 01 Jan 0 00:00:00 GMT",
+            "Sun, 01 Jan 0000 00:00:00 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Mon, 99 Feb 2024 99:99:99 GMT",
+            "18446744073709551616",
+        ] {
+            let d = parse_retry_after(v, now);
+            assert!(
+                d.is_none_or(|d| d < Duration::from_secs(300_000_000_000)),
+                "{v}: {d:?}"
+            );
+        }
     }
 }

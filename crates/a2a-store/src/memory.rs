@@ -39,6 +39,9 @@ pub struct MemoryTaskStore {
     /// Whether a push config was ever stored: until then [`Self::has_push_configs`], asked for
     /// every event published, answers without taking the lock the writers need.
     any_push_config: AtomicBool,
+    /// Set by in-process push delivery ([`Self::keep_pending_pushes`]): retention then steps
+    /// over terminal tasks whose deliveries are pending.
+    keep_pending: AtomicBool,
 }
 
 #[derive(Default)]
@@ -109,6 +112,19 @@ struct Entry {
     bytes: u64,
 }
 
+impl Entry {
+    /// Whether push delivery has events of this task left to deliver: retention keeps such a
+    /// task (review L6) until its delivery (or dead letters) catches up.
+    fn push_pending(&self) -> bool {
+        !self.push_configs.is_empty()
+            && self.push_delivered.or(self.push_from).unwrap_or(0) < self.events.len() as u64
+    }
+}
+
+/// Terminal tasks with pending push deliveries that one retention pass steps over at most
+/// (they stay queued, in order, for a later pass): a pass costs O(this) beyond what it deletes.
+const PENDING_SKIPPED: usize = 64;
+
 fn order_key(task: &Task) -> OrderKey {
     (Reverse(status_millis(task)), Reverse(task.id.clone()))
 }
@@ -141,6 +157,18 @@ impl MemoryTaskStore {
         }
     }
 
+    /// From now on retention (`max_tasks`, `purge_tasks`) keeps a terminal task whose push
+    /// deliveries are pending until they are done (review L6): what the embedded gateway's
+    /// push delivery sets when it starts. A store nobody delivers from deletes by age only.
+    pub fn keep_pending_pushes(&self) {
+        self.keep_pending.store(true, Ordering::Release);
+    }
+
+    fn pending(&self, inner: &Inner, id: &str) -> bool {
+        self.keep_pending.load(Ordering::Acquire)
+            && inner.tasks.get(id).is_some_and(|e| e.push_pending())
+    }
+
     /// How many tasks are stored.
     pub fn len(&self) -> usize {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
@@ -159,11 +187,19 @@ impl MemoryTaskStore {
         if self.max_tasks == 0 {
             return gone;
         }
-        while inner.tasks.len() > self.max_tasks {
-            let Some((_, id)) = inner.terminal.pop_front() else {
+        let mut skipped = Vec::new();
+        while inner.tasks.len() > self.max_tasks && skipped.len() < PENDING_SKIPPED {
+            let Some((at, id)) = inner.terminal.pop_front() else {
                 break; // every task left is running: they are kept
             };
+            if self.pending(inner, &id) {
+                skipped.push((at, id)); // its webhooks still wait for events: kept
+                continue;
+            }
             gone.extend(inner.remove_task(&id).map(|entry| *entry));
+        }
+        for kept in skipped.into_iter().rev() {
+            inner.terminal.push_front(kept);
         }
         if !gone.is_empty() {
             metrics::counter!("a2a_retention_deleted_tasks_total", "reason" => "max_tasks")
@@ -172,19 +208,38 @@ impl MemoryTaskStore {
         gone
     }
 
-    /// The push configs of a task (any owner) in creation order and the sequence number its
-    /// delivery goes on after (what [`advance_push`](Self::advance_push) recorded, else the
-    /// event before the one current when its first config came); `None` when it has none. For in-process push delivery, the
-    /// in-memory counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a
-    /// binding.
-    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<Webhook>, u64)> {
+    /// The push configs of a task (any owner) in creation order (empty when it has none), the
+    /// sequence number its delivery goes on after (what [`advance_push`](Self::advance_push)
+    /// recorded, else the event before the one current when its first config came) and its
+    /// owner; `None` when the task is gone. For in-process push delivery, the in-memory
+    /// counterpart of `PgDeliveryStore::claim`: not owner-scoped, never used by a binding.
+    pub fn push_targets(&self, task_id: &str) -> Option<(Vec<Webhook>, u64, String)> {
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         let entry = inner.tasks.get(task_id)?;
-        if entry.push_configs.is_empty() {
-            return None;
-        }
         let from = entry.push_delivered.or(entry.push_from).unwrap_or(0);
-        Some((entry.push_configs.clone(), from))
+        Some((entry.push_configs.clone(), from, entry.record.owner.clone()))
+    }
+
+    /// Tasks (at most `limit`) whose push delivery is behind their event log, with their last
+    /// sequence number: the in-memory counterpart of `PgDeliveryStore::sweep` (what the bounded
+    /// tap of the embedded gateway could not queue). Reads only the tasks that have push configs.
+    pub fn push_behind(&self, limit: usize) -> Vec<(String, u64)> {
+        if !self.any_push_config.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        inner
+            .push_tasks
+            .values()
+            .flatten()
+            .filter_map(|id| {
+                let entry = inner.tasks.get(id)?;
+                entry
+                    .push_pending()
+                    .then(|| (id.clone(), entry.events.len() as u64))
+            })
+            .take(limit)
+            .collect()
     }
 
     /// Records that push delivery of a task is done up to `seq` (it only moves forward; a task
@@ -816,12 +871,23 @@ impl TaskStore for MemoryTaskStore {
     async fn purge_tasks(&self, before: SystemTime, limit: usize) -> StoreResult<u64> {
         let mut inner = self.inner.write().map_err(poisoned)?;
         let mut gone = Vec::new();
+        let mut skipped = Vec::new();
         while gone.len() < limit
+            && skipped.len() < PENDING_SKIPPED
             && let Some((at, _)) = inner.terminal.front()
             && *at < before
         {
-            let (_, id) = inner.terminal.pop_front().expect("the front was just seen");
+            let Some((at, id)) = inner.terminal.pop_front() else {
+                break;
+            };
+            if self.pending(&inner, &id) {
+                skipped.push((at, id)); // its webhooks still wait for events: kept
+                continue;
+            }
             gone.extend(inner.remove_task(&id));
+        }
+        for kept in skipped.into_iter().rev() {
+            inner.terminal.push_front(kept);
         }
         drop(inner);
         Ok(gone.len() as u64)
@@ -978,5 +1044,54 @@ mod tests {
         assert_eq!(store.push_targets("t").unwrap().1, 3);
         store.advance_push("gone", 1);
         assert!(store.push_targets("gone").is_none());
+    }
+
+    /// Retention never deletes a terminal task whose push deliveries are pending (review L6):
+    /// `max_tasks` and `task_ttl` step over it until its delivery caught up, then delete it.
+    #[tokio::test]
+    async fn retention_keeps_a_task_whose_pushes_are_pending() {
+        let store = MemoryTaskStore::with_max_tasks(1);
+        store.keep_pending_pushes();
+        store.create(new_task("p")).await.unwrap();
+        let config = TaskPushNotificationConfig {
+            task_id: "p".into(),
+            id: "hook".into(),
+            url: "https://hooks.example.com/a".into(),
+            ..Default::default()
+        };
+        store
+            .put_push_config(
+                "alice",
+                config,
+                a2a_types::Dialect::V1,
+                crate::PushQuota::NONE,
+            )
+            .await
+            .unwrap();
+        store
+            .append("p", 1, status("p", TaskState::Completed, 1))
+            .await
+            .unwrap();
+        assert_eq!(store.push_behind(10), [("p".to_owned(), 2)]);
+        store.create(new_task("n1")).await.unwrap();
+        assert_eq!(
+            ids(&store).await,
+            ["n1", "p"],
+            "pending: kept past the bound"
+        );
+        let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+        assert_eq!(
+            store.purge_tasks(later, 10).await.unwrap(),
+            0,
+            "and past its TTL"
+        );
+        store.advance_push("p", 2);
+        assert!(store.push_behind(10).is_empty());
+        assert_eq!(
+            store.purge_tasks(later, 10).await.unwrap(),
+            1,
+            "delivered: deleted"
+        );
+        assert!(store.push_targets("p").is_none());
     }
 }

@@ -554,7 +554,7 @@ async fn the_delivery_log_is_pruned_by_age() {
         attempts: 8,
         last_error: "HTTP 500".into(),
     };
-    let letter_id = store.add_dead_letter(&letter).await.unwrap();
+    let letter_id = store.add_dead_letter(&letter, 0).await.unwrap();
     sqlx::query("UPDATE push_dead_letters SET created_at = now() - interval '90 days'")
         .execute(store.pool())
         .await
@@ -598,4 +598,82 @@ async fn concurrent_pruning_deletes_each_row_once() {
     assert_eq!(got_a.unwrap() + got_b.unwrap(), 2000);
     assert!(a.logged_attempts("old").await.unwrap().is_empty());
     assert_eq!(a.logged_attempts("young").await.unwrap().len(), 1);
+}
+
+/// The reconciliation sweep (migration 0012): finds the tasks whose delivery is behind their
+/// log and whose lease is free, settles the terminal ones delivered to their end (never looked
+/// at again), forgets the progress of tasks that are gone, looks at a row once per interval,
+/// and two workers sweeping at once get each row once.
+#[tokio::test]
+async fn the_sweep_finds_tasks_behind_their_log_once() {
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let store = delivery_store(&db).await;
+    let pool = store.pool();
+    // (id, state, seq, delivered, lease held)
+    let rows = [
+        ("done", 3, 5, 5, false),
+        ("behind", 2, 5, 2, false),
+        ("behind-done", 3, 4, 1, false),
+        ("leased", 2, 5, 2, true),
+    ];
+    for (id, state, seq, delivered, leased) in rows {
+        sqlx::query(
+            "INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, seq, \
+             history_len, artifacts_len, snapshot) VALUES ($1, 'o', 'a', 'c', $2, 0, $3, 0, 0, '')",
+        )
+        .bind(id)
+        .bind(state as i16)
+        .bind(seq as i64)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO push_progress (task_id, delivered_seq, lease_owner, lease_until) \
+             VALUES ($1, $2, CASE WHEN $3 THEN 'w' END, \
+                     CASE WHEN $3 THEN now() + interval '1 hour' ELSE '-infinity' END)",
+        )
+        .bind(id)
+        .bind(delivered as i64)
+        .bind(leased)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query("INSERT INTO push_progress (task_id, delivered_seq, lease_until) VALUES ('gone', 1, '-infinity')")
+        .execute(pool)
+        .await
+        .unwrap();
+    let minute = Duration::from_secs(60);
+    let (a, b) = tokio::join!(store.sweep(2, minute), store.sweep(2, minute));
+    let (mut found, mut gone) = (Vec::new(), 0);
+    for (behind, g) in [a.unwrap(), b.unwrap()] {
+        found.extend(behind.into_iter().map(|b| (b.task_id, b.seq)));
+        gone += g;
+    }
+    let (rest, g) = store.sweep(10, minute).await.unwrap();
+    found.extend(rest.into_iter().map(|b| (b.task_id, b.seq)));
+    gone += g;
+    found.sort();
+    assert_eq!(
+        found,
+        [("behind".to_owned(), 5), ("behind-done".to_owned(), 4)],
+        "each behind task once; not the leased one"
+    );
+    assert_eq!(gone, 1, "the progress of a task that is gone is forgotten");
+    assert!(
+        store.sweep(10, minute).await.unwrap().0.is_empty(),
+        "looked at once per interval"
+    );
+    let settled: Vec<(String,)> =
+        sqlx::query_as("SELECT task_id FROM push_progress WHERE settled ORDER BY task_id")
+            .fetch_all(pool)
+            .await
+            .unwrap();
+    assert_eq!(settled, [("done".to_owned(),)]);
+    // With no interval, the unsettled rows come back (the leased one still not).
+    let (again, _) = store.sweep(10, Duration::ZERO).await.unwrap();
+    let mut again: Vec<String> = again.into_iter().map(|b| b.task_id).collect();
+    again.sort();
+    assert_eq!(again, ["behind", "behind-done"]);
 }

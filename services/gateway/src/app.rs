@@ -158,6 +158,7 @@ fn embedded_push(
             max_attempts: push.max_attempts,
             base: Duration::from_millis(push.backoff_base_ms),
             max: Duration::from_millis(push.backoff_max_ms),
+            ..a2a_delivery::RetryPolicy::default()
         },
         attempt_timeout: Duration::from_millis(push.attempt_timeout_ms),
         token_ttl: Duration::from_secs(push.token_ttl_secs),

@@ -41,7 +41,45 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ("A2A_WORKER_GROUP", "consumer group name; default `push`"),
     (
         "A2A_WORKER_CONCURRENCY",
-        "tasks delivered at once (each in order); default 256",
+        "webhook attempts in flight at once, all destinations (a task's events go out in \
+         order); default 256",
+    ),
+    (
+        "A2A_WORKER_DESTINATION_CONCURRENCY",
+        "attempts in flight at once to one webhook host (host:port): a slow or hanging \
+         destination holds at most this many; default 16",
+    ),
+    (
+        "A2A_WORKER_OWNER_CONCURRENCY",
+        "attempts in flight at once for the tasks of one owner; default 64",
+    ),
+    (
+        "A2A_WORKER_OWNER_TASKS",
+        "tasks of one owner in delivery at once in this worker; more wait in the ledger for \
+         the sweep; default 1024",
+    ),
+    (
+        "A2A_WORKER_QUEUE",
+        "events queued in memory (and tasks in delivery), all owners; beyond it entries are \
+         left to the sweep; default 16384",
+    ),
+    (
+        "A2A_WORKER_MAX_RETRY_AFTER_SECS",
+        "longest Retry-After honoured (a webhook asking for more is retried after this); \
+         default 60",
+    ),
+    (
+        "A2A_WORKER_SWEEP_INTERVAL_MS",
+        "how often the reconciliation sweep looks for tasks whose delivery is behind their \
+         event log (and how long before it looks at the same task again); default 5000",
+    ),
+    (
+        "A2A_WORKER_SWEEP_BATCH",
+        "tasks the sweep examines per statement; default 500",
+    ),
+    (
+        "A2A_WORKER_DEAD_LETTERS_PER_OWNER",
+        "dead letters kept per owner, the newest; 0 = no cap; default 10000",
     ),
     (
         "A2A_WORKER_MAX_ATTEMPTS",
@@ -57,7 +95,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     (
         "A2A_WORKER_BACKOFF_MAX_MS",
-        "longest delay between attempts (Retry-After may ask for up to 10 min); default 60000",
+        "longest delay between attempts (Retry-After may ask for more, up to \
+         A2A_WORKER_MAX_RETRY_AFTER_SECS); default 60000",
     ),
     (
         "A2A_WORKER_CLAIM_IDLE_MS",
@@ -75,8 +114,8 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     (
         "A2A_WORKER_LOG_RETENTION_HOURS",
-        "delivery log rows (`push_delivery_log`) older than this are deleted; dead letters are \
-         kept; 0 = keep forever; default 168 (7 days)",
+        "delivery log rows (`push_delivery_log`) older than this are deleted (dead letters go \
+         with their task's retention); 0 = keep forever; default 168 (7 days)",
     ),
     (
         "A2A_DATABASE_POOL_SIZE",
@@ -99,6 +138,11 @@ pub struct WorkerConfig {
     pub name: String,
     pub group: String,
     pub concurrency: usize,
+    /// The fair-delivery bounds (per destination, per owner, the queue).
+    pub limits: a2a_delivery::Limits,
+    pub sweep_interval: Duration,
+    pub sweep_batch: u32,
+    pub dead_letters_per_owner: u64,
     pub retry: RetryPolicy,
     pub attempt_timeout: Duration,
     pub claim_idle: Duration,
@@ -127,6 +171,10 @@ impl std::fmt::Debug for WorkerConfig {
             .field("name", &self.name)
             .field("group", &self.group)
             .field("concurrency", &self.concurrency)
+            .field("limits", &self.limits)
+            .field("sweep_interval", &self.sweep_interval)
+            .field("sweep_batch", &self.sweep_batch)
+            .field("dead_letters_per_owner", &self.dead_letters_per_owner)
             .field("retry", &self.retry)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("claim_idle", &self.claim_idle)
@@ -177,6 +225,11 @@ impl WorkerConfig {
                 as u32,
             base: ms("A2A_WORKER_BACKOFF_BASE_MS", 500)?,
             max: ms("A2A_WORKER_BACKOFF_MAX_MS", 60_000)?,
+            max_retry_after: Duration::from_secs(number(
+                "A2A_WORKER_MAX_RETRY_AFTER_SECS",
+                get("A2A_WORKER_MAX_RETRY_AFTER_SECS"),
+                MAX_RETRY_AFTER.as_secs(),
+            )?),
         };
         if retry.max_attempts == 0 {
             return Err("A2A_WORKER_MAX_ATTEMPTS must be at least 1".into());
@@ -192,6 +245,18 @@ impl WorkerConfig {
                  (0 keeps the log forever)"
             ));
         }
+        let concurrency =
+            number("A2A_WORKER_CONCURRENCY", get("A2A_WORKER_CONCURRENCY"), 256)?.max(1) as usize;
+        let count = |k: &str, default: u64| -> Result<usize, String> {
+            Ok(usize::try_from(number(k, get(k), default)?.max(1)).unwrap_or(usize::MAX))
+        };
+        let limits = a2a_delivery::Limits {
+            concurrency,
+            per_destination: count("A2A_WORKER_DESTINATION_CONCURRENCY", 16)?,
+            per_owner: count("A2A_WORKER_OWNER_CONCURRENCY", 64)?,
+            owner_tasks: count("A2A_WORKER_OWNER_TASKS", 1024)?,
+            queue: count("A2A_WORKER_QUEUE", 16_384)?,
+        };
         let config = Self {
             database_url,
             redis_url: get("A2A_REDIS_URL"),
@@ -202,8 +267,18 @@ impl WorkerConfig {
             listen,
             name: get("A2A_WORKER_NAME").unwrap_or_else(default_name),
             group: get("A2A_WORKER_GROUP").unwrap_or_else(|| "push".into()),
-            concurrency: number("A2A_WORKER_CONCURRENCY", get("A2A_WORKER_CONCURRENCY"), 256)?
-                .max(1) as usize,
+            concurrency,
+            limits,
+            sweep_interval: ms("A2A_WORKER_SWEEP_INTERVAL_MS", 5000)?,
+            sweep_batch: u32::try_from(
+                number("A2A_WORKER_SWEEP_BATCH", get("A2A_WORKER_SWEEP_BATCH"), 500)?.max(1),
+            )
+            .unwrap_or(u32::MAX),
+            dead_letters_per_owner: number(
+                "A2A_WORKER_DEAD_LETTERS_PER_OWNER",
+                get("A2A_WORKER_DEAD_LETTERS_PER_OWNER"),
+                10_000,
+            )?,
             retry,
             attempt_timeout: ms("A2A_WORKER_ATTEMPT_TIMEOUT_MS", 10_000)?,
             claim_idle: ms("A2A_WORKER_CLAIM_IDLE_MS", 60_000)?,
@@ -221,6 +296,7 @@ impl WorkerConfig {
             ("A2A_WORKER_ATTEMPT_TIMEOUT_MS", config.attempt_timeout),
             ("A2A_WORKER_CLAIM_IDLE_MS", config.claim_idle),
             ("A2A_WORKER_LEASE_MS", config.lease),
+            ("A2A_WORKER_SWEEP_INTERVAL_MS", config.sweep_interval),
         ] {
             if d < Duration::from_millis(100) {
                 return Err(format!("{name} must be at least 100"));
@@ -325,6 +401,7 @@ mod tests {
             max_attempts: 8,
             base: Duration::from_millis(500),
             max: Duration::from_secs(60),
+            max_retry_after: MAX_RETRY_AFTER,
         };
         for _ in 0..100 {
             let d1 = p.delay(1, None);

@@ -129,6 +129,8 @@ async fn replay(
         webhooks: crate::webhooks(config)?,
         retry: config.retry,
         log,
+        gates: Arc::new(a2a_delivery::gates::Gates::new(config.limits)),
+        dead_letters_per_owner: config.dead_letters_per_owner,
     };
     let mut out = Vec::new();
     for d in &letters {
@@ -139,13 +141,31 @@ async fn replay(
                 continue;
             }
         };
+        // A dead letter keeps its config without secrets: they come from the live config.
+        let target = if a2a_store::pg::is_redacted(&d.config) {
+            match store.push_config(&d.task_id, &d.config.id).await {
+                Ok(Some(live)) => live,
+                Ok(None) => {
+                    out.push(format!(
+                        "{}\tnot replayed: push config {} of task {} is gone, and a dead letter \
+                         does not keep its credentials",
+                        d.id, d.config.id, d.task_id
+                    ));
+                    continue;
+                }
+                Err(e) => return Err(e.to_string()),
+            }
+        } else {
+            d.config.clone()
+        };
         let outcome = deliverer
             .deliver(&Delivery {
                 task_id: &d.task_id,
+                owner: "",
                 seq: d.seq,
                 event: &d.event,
                 body: &body,
-                config: &d.config,
+                config: &target,
                 dialect: d.dialect,
                 published_ms: None,
                 trace: None,
@@ -177,7 +197,7 @@ async fn replay(
 /// is not replayed rather than send a 0.3 webhook a payload it cannot read).
 async fn replay_body(store: &PgDeliveryStore, d: &DeadLetter) -> Result<Bytes, String> {
     match d.dialect {
-        Dialect::V1 => Ok(payload::event_body(&d.event)),
+        Dialect::V1 => payload::event_body(&d.event),
         Dialect::V03 => {
             let log = store
                 .events(&d.task_id, 0, d.seq)
@@ -192,7 +212,7 @@ async fn replay_body(store: &PgDeliveryStore, d: &DeadLetter) -> Result<Bytes, S
                         d.id, d.task_id, d.seq
                     )
                 })?;
-            Ok(payload::task_body_v03(&task))
+            payload::task_body_v03(&task)
         }
     }
 }

@@ -1,19 +1,23 @@
 //! `a2a-worker`: delivers push notifications.
 //!
 //! Layout: [`config`] (environment), [`stream`] (the Redis consumer group), [`retention`]
-//! (pruning the delivery log), [`dead_letters`] and [`keygen`] (the CLI). Delivery itself —
+//! (pruning the delivery log), [`sweep`] (the reconciliation against the ledger),
+//! [`dead_letters`] and [`keygen`] (the CLI). Delivery itself —
 //! [`pipeline`], [`deliver`], [`webhook`], [`metrics`] — is `a2a-delivery`, which the embedded
 //! gateway runs too; here it reads the consumer group and keeps its state in PostgreSQL. [`run`]
 //! assembles them and serves `/metrics` and `/healthz` until a shutdown token fires.
 //!
-//! *Invariant*: a stream entry is acknowledged only after every webhook of its task got the
-//! event or a dead letter records that it did not (at least once, never silently dropped).
+//! *Invariant*: the ledger (`push_progress` against `tasks.seq` and the event log) is the record
+//! of what must be delivered; the stream wakes the worker. An entry is acknowledged once its
+//! task's lease and progress cover it (or it was left to the sweep); whatever Redis loses,
+//! trims or never got is found by the sweep and delivered from the event log, in order.
 
 pub mod config;
 pub mod dead_letters;
 pub mod keygen;
 pub mod retention;
 pub mod stream;
+pub mod sweep;
 
 pub use a2a_delivery::{deliver, metrics, pipeline, webhook};
 
@@ -30,13 +34,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::WorkerConfig;
 use crate::deliver::{Deliverer, LogSink};
-use crate::pipeline::{Entry, Pipeline};
-use crate::stream::{Consumer, id_millis};
+use crate::pipeline::{Dispatched, Entry, Pipeline};
+use crate::stream::{Consumer, id_millis, is_nogroup};
 use crate::webhook::Webhooks;
 
 /// How long a stopping worker waits for its in-flight deliveries before it exits (what is left
 /// is taken over by another worker after the claim idle time).
 const DRAIN: Duration = Duration::from_secs(10);
+/// How long the read loop waits for room in the pipeline before it reads anyway (what then
+/// finds the queue full is left to the sweep: the reader never stalls for good).
+const ROOM_WAIT: Duration = Duration::from_secs(2);
 
 /// The database connection the configuration names.
 pub fn store(config: &WorkerConfig) -> Result<PgDeliveryStore, String> {
@@ -94,14 +101,22 @@ pub async fn run(
         webhooks: webhooks(&config)?,
         retry: config.retry,
         log,
+        gates: Arc::new(a2a_delivery::gates::Gates::new(config.limits)),
+        dead_letters_per_owner: config.dead_letters_per_owner,
     };
     let pipeline = Pipeline::new(
         deliverer,
         Arc::new(consumer.clone()),
         consumer.name.clone(),
         config.lease,
-        config.concurrency,
     );
+    let sweeping = tokio::spawn(sweep::run(
+        pipeline.clone(),
+        Arc::new(store.clone()),
+        config.sweep_batch,
+        config.sweep_interval,
+        shutdown.clone(),
+    ));
     let pruning = tokio::spawn(retention::run(
         store,
         config.log_retention,
@@ -122,6 +137,7 @@ pub async fn run(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     maintenance.abort();
+    sweeping.abort();
     pruning.abort();
     drop(pipeline);
     let _ = tokio::time::timeout(Duration::from_secs(2), log_task).await;
@@ -204,12 +220,16 @@ async fn read_loop(pipeline: &Arc<Pipeline>, consumer: &Consumer, shutdown: &Can
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return,
-                () = pipeline.wait_for_room() => {}
+                _ = tokio::time::timeout(ROOM_WAIT, pipeline.wait_for_room()) => {}
             }
             let entries = tokio::select! {
                 _ = shutdown.cancelled() => return,
                 read = consumer.read(&mut conn) => match read {
                     Ok(entries) => entries,
+                    Err(e) if is_nogroup(&e) => {
+                        recreate_group(consumer).await;
+                        continue;
+                    }
                     Err(e) => {
                         tracing::warn!(error = %e, "reading the event stream failed; reconnecting");
                         tokio::time::sleep(wait).await;
@@ -222,23 +242,46 @@ async fn read_loop(pipeline: &Arc<Pipeline>, consumer: &Consumer, shutdown: &Can
     }
 }
 
-/// Decodes and dispatches entries; one that names no task is acknowledged and skipped.
+/// The group is gone (Redis lost it): creates it again, at the start of what the stream holds
+/// now. What Redis lost with it is behind in the ledger, where the sweep finds it.
+async fn recreate_group(consumer: &Consumer) {
+    match consumer.ensure_group().await {
+        Ok(()) => {
+            metrics::group_recreated();
+            tracing::warn!(group = %consumer.group, stream = %consumer.key,
+                "the consumer group was missing (Redis lost it); created it again, the sweep \
+                 delivers what was lost from the event log");
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create the consumer group again yet");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+/// Decodes and dispatches entries; one that names no task, or that the pipeline left to the
+/// ledger (its queue is full), is acknowledged.
 async fn dispatch_all(
     pipeline: &Arc<Pipeline>,
     consumer: &Consumer,
     entries: Vec<redis::streams::StreamId>,
 ) {
-    let mut junk = Vec::new();
+    let mut done = Vec::new();
     for entry in entries {
         match decode(&entry) {
-            Some(e) => pipeline.dispatch(e),
+            Some(e) => {
+                let id = e.id.clone();
+                if let Dispatched::Deferred(_) = pipeline.dispatch(e) {
+                    done.push(id);
+                }
+            }
             None => {
                 tracing::warn!(id = %entry.id, "skipping a stream entry without a task");
-                junk.push(entry.id);
+                done.push(entry.id);
             }
         }
     }
-    if let Err(e) = consumer.ack(&junk).await {
+    if let Err(e) = consumer.ack(&done).await {
         tracing::warn!(error = %e, "cannot acknowledge skipped entries");
     }
 }
@@ -302,6 +345,10 @@ async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Du
     for _ in 0..16 {
         let reply = match consumer.take_over(claim_idle, &start).await {
             Ok(r) => r,
+            Err(e) if is_nogroup(&e) => {
+                recreate_group(consumer).await;
+                return;
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "XAUTOCLAIM failed");
                 return;
@@ -315,8 +362,8 @@ async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Du
             metrics::reclaimed(reply.claimed.len());
         }
         dispatch_all(pipeline, consumer, reply.claimed).await;
-        // Entries trimmed from the stream while pending: the event log has them; the next
-        // entry of their task fills the gap.
+        // Entries trimmed from the stream while pending: the event log has them, and the sweep
+        // finds their task behind it.
         if let Err(e) = consumer.ack(&reply.deleted_ids).await {
             tracing::warn!(error = %e, "cannot acknowledge trimmed entries");
         }

@@ -160,6 +160,12 @@ impl Consumer {
     }
 }
 
+/// Whether Redis answered that the stream or the consumer group does not exist: Redis lost
+/// them (a restart without persistence, a failover to a replica without them, a FLUSHALL).
+pub fn is_nogroup(e: &redis::RedisError) -> bool {
+    e.code() == Some("NOGROUP")
+}
+
 /// The pipeline acknowledges what it is done with to the group.
 #[async_trait::async_trait]
 impl a2a_delivery::Acknowledge for Consumer {

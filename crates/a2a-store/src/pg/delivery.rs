@@ -7,7 +7,9 @@
 //! Round trips per batch of one task's events: [`PgDeliveryStore::claim`] (lease, progress and
 //! configs in one statement) and [`PgDeliveryStore::advance`]; the delivery log is written in
 //! batches of many attempts ([`PgDeliveryStore::log`]) and pruned by age
-//! ([`PgDeliveryStore::prune_log`]); dead letters are never pruned (operators replay them).
+//! ([`PgDeliveryStore::prune_log`]); dead letters go with their task's retention, at most a
+//! configured number per owner, their configs redacted. [`PgDeliveryStore::sweep`] finds the
+//! tasks whose delivery is behind their event log (migration 0012).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -34,11 +36,51 @@ pub enum ClaimOutcome {
     NoConfigs,
     /// Another worker holds the task's lease.
     Held,
-    /// This worker holds the lease: deliver events after `delivered_seq` to `configs`.
+    /// The task is gone (retention deleted it, or it never existed): an explicit outcome, so
+    /// that the pipeline counts what it cannot deliver instead of skipping it silently.
+    Vanished,
+    /// This worker holds the lease: deliver events after `delivered_seq` to `configs`; the
+    /// task's owner is whose share of the delivery slots they take.
     Claimed {
         delivered_seq: u64,
         configs: Vec<Webhook>,
+        owner: String,
     },
+}
+
+/// A task whose delivery is behind its event log, found by [`PgDeliveryStore::sweep`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    pub task_id: String,
+    /// The task's last sequence number (`tasks.seq`).
+    pub seq: u64,
+}
+
+/// What a redacted secret of a dead letter's config is replaced with.
+pub const REDACTED: &str = "[redacted]";
+
+/// `config` without its secrets (`authentication.credentials`, `token`): what a dead letter
+/// keeps. A replay takes the secrets from the live config, if it still exists.
+pub fn redact(config: &TaskPushNotificationConfig) -> TaskPushNotificationConfig {
+    let mut config = config.clone();
+    if let Some(auth) = config.authentication.as_mut()
+        && !auth.credentials.is_empty()
+    {
+        auth.credentials = REDACTED.to_owned();
+    }
+    if !config.token.is_empty() {
+        config.token = REDACTED.to_owned();
+    }
+    config
+}
+
+/// Whether [`redact`] removed a secret from `config`.
+pub fn is_redacted(config: &TaskPushNotificationConfig) -> bool {
+    config.token == REDACTED
+        || config
+            .authentication
+            .as_ref()
+            .is_some_and(|a| a.credentials == REDACTED)
 }
 
 /// One delivery attempt, for the delivery log.
@@ -173,7 +215,8 @@ impl PgDeliveryStore {
                 RETURNING p.delivered_seq) \
             SELECT (SELECT configs FROM cfg) AS configs, \
                    (SELECT dialects FROM cfg) AS dialects, \
-                   (SELECT delivered_seq FROM claim) AS delivered_seq";
+                   (SELECT delivered_seq FROM claim) AS delivered_seq, \
+                   (SELECT owner FROM tasks WHERE id = $1) AS owner";
         let row = sqlx::query(SQL)
             .bind(task_id)
             .bind(worker)
@@ -184,6 +227,10 @@ impl PgDeliveryStore {
             .map_err(db_error)?;
         let configs: Option<Vec<Vec<u8>>> = row.try_get("configs").map_err(row_error)?;
         let delivered: Option<i64> = row.try_get("delivered_seq").map_err(row_error)?;
+        let owner: Option<String> = row.try_get("owner").map_err(row_error)?;
+        let Some(owner) = owner else {
+            return Ok(ClaimOutcome::Vanished);
+        };
         let Some(configs) = configs else {
             return Ok(ClaimOutcome::NoConfigs);
         };
@@ -204,7 +251,72 @@ impl PgDeliveryStore {
         Ok(ClaimOutcome::Claimed {
             delivered_seq: to_u64(delivered),
             configs,
+            owner,
         })
+    }
+
+    /// The reconciliation sweep's step: takes at most `limit` unsettled progress rows that no
+    /// sweep looked at for `interval` and whose lease is free (or ran out), marks them looked
+    /// at, and returns those behind their task's last event. Rows of a terminal task that is
+    /// delivered to its end are settled (never looked at again); rows whose task is gone are
+    /// deleted, and counted in the second value.
+    ///
+    /// Cheap when nothing is behind: a range scan of the partial index `push_progress_unsettled`
+    /// (settled rows are not in it), bounded by `limit`. Safe with several workers: the rows
+    /// are locked `SKIP LOCKED` and their `swept_at` moves, so each goes to one sweep per
+    /// interval; delivery still takes the task's lease before it sends anything.
+    pub async fn sweep(&self, limit: u32, interval: Duration) -> StoreResult<(Vec<Behind>, u64)> {
+        // Every lookup is by primary key (`= ANY(ARRAY(...))` and correlated subqueries rather
+        // than joins), so the generic plan the worker's connections use never turns into a hash
+        // join over a whole table, however large `tasks` grows. The rows whose task exists are
+        // marked; the others deleted: disjoint sets, so no row is changed twice.
+        const SQL: &str = "\
+            WITH picked AS MATERIALIZED ( \
+                SELECT task_id FROM push_progress \
+                 WHERE NOT settled AND swept_at < clock_timestamp() - make_interval(secs => $2) \
+                   AND (lease_owner IS NULL OR lease_until < clock_timestamp()) \
+                 ORDER BY swept_at LIMIT $1 \
+                   FOR UPDATE SKIP LOCKED), \
+            marked AS ( \
+                UPDATE push_progress p \
+                   SET swept_at = clock_timestamp(), \
+                       settled = coalesce((SELECT t.state IN (3, 4, 5, 7) \
+                                                  AND p.delivered_seq >= t.seq \
+                                             FROM tasks t WHERE t.id = p.task_id), false) \
+                 WHERE p.task_id = ANY (ARRAY(SELECT task_id FROM picked)) \
+                   AND EXISTS (SELECT 1 FROM tasks t WHERE t.id = p.task_id) \
+                RETURNING p.task_id, p.delivered_seq, \
+                          (SELECT t.seq FROM tasks t WHERE t.id = p.task_id) AS seq), \
+            gone AS ( \
+                DELETE FROM push_progress p \
+                 WHERE p.task_id = ANY (ARRAY(SELECT task_id FROM picked)) \
+                   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = p.task_id) \
+                RETURNING p.task_id) \
+            SELECT m.task_id, m.seq, m.delivered_seq, (SELECT count(*) FROM gone) AS gone \
+              FROM marked m \
+            UNION ALL \
+            SELECT NULL, NULL, 0, (SELECT count(*) FROM gone) \
+             WHERE NOT EXISTS (SELECT 1 FROM marked)";
+        let rows = sqlx::query(SQL)
+            .bind(i64::from(limit.max(1)))
+            .bind(interval.as_secs_f64())
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db_error)?;
+        let (mut behind, mut gone) = (Vec::new(), 0);
+        for row in &rows {
+            gone = to_u64(row.try_get("gone").map_err(row_error)?);
+            let task_id: Option<String> = row.try_get("task_id").map_err(row_error)?;
+            let seq: Option<i64> = row.try_get("seq").map_err(row_error)?;
+            let delivered: i64 = row.try_get("delivered_seq").map_err(row_error)?;
+            if let (Some(task_id), Some(seq)) = (task_id, seq.filter(|s| *s > delivered)) {
+                behind.push(Behind {
+                    task_id,
+                    seq: to_u64(seq),
+                });
+            }
+        }
+        Ok((behind, gone))
     }
 
     /// Extends the lease `worker` holds; false when it no longer holds it.
@@ -416,22 +528,37 @@ impl PgDeliveryStore {
             .collect()
     }
 
-    /// Records a dead letter; returns its id.
-    pub async fn add_dead_letter(&self, d: &NewDeadLetter) -> StoreResult<i64> {
+    /// Records a dead letter, its config redacted ([`redact`]), under its task's owner; beyond
+    /// `per_owner` dead letters of that owner the oldest go (0 = no cap). Returns its id.
+    pub async fn add_dead_letter(&self, d: &NewDeadLetter, per_owner: u64) -> StoreResult<i64> {
+        // The cap reads at most `per_owner` entries of the owner's index to find the oldest
+        // to keep; dead letters are rare, so this costs little per insert.
         const SQL: &str = "\
-            INSERT INTO push_dead_letters \
-                (task_id, seq, config_id, url, config, event, attempts, last_error, dialect) \
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id";
+            WITH ins AS ( \
+                INSERT INTO push_dead_letters \
+                    (task_id, seq, config_id, url, config, event, attempts, last_error, dialect, \
+                     owner) \
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+                        (SELECT owner FROM tasks WHERE id = $1)) \
+                RETURNING id, owner), \
+            capped AS ( \
+                DELETE FROM push_dead_letters \
+                 WHERE $10 > 0 AND owner = (SELECT owner FROM ins) \
+                   AND id <= (SELECT id FROM push_dead_letters \
+                               WHERE owner = (SELECT owner FROM ins) \
+                               ORDER BY id DESC OFFSET $10 - 1 LIMIT 1)) \
+            SELECT id FROM ins";
         let row = sqlx::query(SQL)
             .bind(&d.task_id)
             .bind(to_i64(d.seq))
             .bind(&d.config.id)
             .bind(&d.config.url)
-            .bind(encode(&d.config))
+            .bind(encode(&redact(&d.config)))
             .bind(encode(&d.event))
             .bind(i32::try_from(d.attempts).unwrap_or(i32::MAX))
             .bind(&d.last_error)
             .bind(d.dialect.as_str())
+            .bind(to_i64(per_owner))
             .fetch_one(&self.pool)
             .await
             .map_err(db_error)?;
@@ -470,6 +597,26 @@ impl PgDeliveryStore {
             .await
             .map_err(db_error)?;
         rows.iter().map(dead_letter).collect()
+    }
+
+    /// A push config as it is now (any owner): a replay takes its secrets from here, since a
+    /// dead letter keeps its config redacted.
+    pub async fn push_config(
+        &self,
+        task_id: &str,
+        config_id: &str,
+    ) -> StoreResult<Option<TaskPushNotificationConfig>> {
+        let row = sqlx::query("SELECT config FROM push_configs WHERE task_id = $1 AND id = $2")
+            .bind(task_id)
+            .bind(config_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)?;
+        row.map(|row| {
+            let config: Vec<u8> = row.try_get("config").map_err(row_error)?;
+            decode(&config, "push config")
+        })
+        .transpose()
     }
 
     /// Records the outcome of a replay.

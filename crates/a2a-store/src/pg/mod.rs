@@ -57,7 +57,8 @@ use codec::{Plan, TaskRow};
 use write::Writer;
 
 pub use delivery::{
-    AttemptRecord, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
+    AttemptRecord, Behind, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
+    REDACTED, is_redacted, redact,
 };
 pub use keys::{ApiKeyRecord, PgApiKeys};
 pub use retention::TASK_SWEEP_LOCK;

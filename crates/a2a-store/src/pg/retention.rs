@@ -4,8 +4,9 @@
 //!
 //! The child tables have no foreign keys (see 0001), so the statement deletes from each of them
 //! explicitly: history, artifacts, events, push configs, push delivery progress and the
-//! idempotency keys naming the task. The delivery log and dead letters are kept: the worker
-//! prunes its log by its own retention, and dead letters stay until an operator deals with them.
+//! idempotency keys naming the task, and its push dead letters (migration 0012: they hold the
+//! task's events, so they go with it). The delivery log is kept: the worker prunes it by its
+//! own retention.
 
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +55,8 @@ pub(super) async fn purge_tasks(
                           WHERE task_id = ANY((SELECT ids FROM doomed)::text[])), \
              progress AS (DELETE FROM push_progress \
                            WHERE task_id = ANY((SELECT ids FROM doomed)::text[])), \
+             dead AS (DELETE FROM push_dead_letters \
+                       WHERE task_id = ANY((SELECT ids FROM doomed)::text[])), \
              keys AS (DELETE FROM idempotency_keys \
                        WHERE task_id = ANY((SELECT ids FROM doomed)::text[])) \
         SELECT count(*) FROM gone";

@@ -30,6 +30,11 @@ impl Deployment {
         Self::start_with(allowed_hosts, None).await
     }
 
+    /// [`Self::start`] on `redis` (a private server the test controls, for fault tests).
+    pub async fn start_on(allowed_hosts: &str, redis: a2a_testing::TestRedis) -> Self {
+        Self::start_full(allowed_hosts, None, Some(redis)).await
+    }
+
     /// [`Self::start`] with a gateway config file (`toml`, e.g. `[[agents]]`) and an admin
     /// listener on a free port, started the way `main` starts it (`app::start`: upstream cards
     /// fetched, the dispatch lease taken).
@@ -38,8 +43,19 @@ impl Deployment {
     }
 
     async fn start_with(allowed_hosts: &str, admin_with: Option<&str>) -> Self {
+        Self::start_full(allowed_hosts, admin_with, None).await
+    }
+
+    async fn start_full(
+        allowed_hosts: &str,
+        admin_with: Option<&str>,
+        redis: Option<a2a_testing::TestRedis>,
+    ) -> Self {
         let db = a2a_testing::TestDatabase::create().await;
-        let redis = a2a_testing::TestRedis::create().await;
+        let redis = match redis {
+            Some(r) => r,
+            None => a2a_testing::TestRedis::create().await,
+        };
         let key_path =
             std::env::temp_dir().join(format!("a2a-worker-test-{}.pem", uuid::Uuid::new_v4()));
         std::fs::write(&key_path, a2a_worker::keygen::es256_pem().unwrap()).unwrap();
@@ -105,6 +121,7 @@ impl Deployment {
             ("A2A_WORKER_BACKOFF_MAX_MS", "1000".to_owned()),
             ("A2A_WORKER_CLAIM_IDLE_MS", "2000".to_owned()),
             ("A2A_WORKER_LEASE_MS", "3000".to_owned()),
+            ("A2A_WORKER_SWEEP_INTERVAL_MS", "1000".to_owned()),
             ("RUST_LOG", "warn,a2a_worker=info".to_owned()),
         ]
         .into_iter()
@@ -200,6 +217,10 @@ impl WorkerProcess {
         cmd.env_clear().envs(env).env("NO_COLOR", "1");
         let (child, addr) = a2a_testing::spawn_listening(cmd, "worker");
         Self { child, addr }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub async fn metrics(&self) -> String {

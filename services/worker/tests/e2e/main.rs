@@ -8,6 +8,7 @@ mod receiver;
 mod delivery;
 mod faults;
 mod prometheus;
+mod reconcile;
 mod retention;
 mod ssrf;
 mod traces;
