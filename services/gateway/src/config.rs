@@ -724,6 +724,14 @@ impl FileConfig {
                 return Err(format!("agents: {:?} is declared twice", agent.name));
             }
         }
+        // A2A's AgentProvider requires both fields: a card with only one would fail the schema.
+        if file.card.provider_organization.is_some() != file.card.provider_url.is_some() {
+            return Err(
+                "card: provider_organization and provider_url go together (A2A's AgentProvider \
+                 requires both)"
+                    .into(),
+            );
+        }
         file.limits.rate.validate()?;
         file.limits.edge.validate()?;
         file.limits.connections.validate()?;
@@ -738,6 +746,17 @@ impl FileConfig {
 mod tests {
     use super::*;
     use a2a_testing::env_of as env;
+
+    #[test]
+    fn a_card_provider_needs_both_fields() {
+        let err = FileConfig::parse("[card]\nprovider_organization = \"Example\"").unwrap_err();
+        assert!(err.contains("provider_url"), "{err}");
+        assert!(FileConfig::parse("[card]\nprovider_url = \"https://example.com\"").is_err());
+        FileConfig::parse(
+            "[card]\nprovider_organization = \"Example\"\nprovider_url = \"https://example.com\"",
+        )
+        .unwrap();
+    }
 
     #[test]
     fn defaults_are_embedded_on_8080() {

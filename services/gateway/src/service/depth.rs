@@ -7,7 +7,7 @@
 //! binding, well inside both limits.
 
 use a2a_types::A2aError;
-use a2a_types::v1::{Message, Part, part};
+use a2a_types::v1::{Artifact, Message, Part, part};
 use a2a_types::wkt::{Struct, Value, value};
 
 /// JSON levels a value may nest (an array or object inside another counts one more).
@@ -34,6 +34,15 @@ pub fn check_request(message: &Message, metadata: Option<&Struct>) -> Result<(),
         return Err(deep("metadata".into()));
     }
     Ok(())
+}
+
+/// Whether an agent's message or artifact nests deeper than [`MAX_VALUE_DEPTH`]: an upstream's
+/// JSON may nest to serde_json's 128 levels, which the stored protobuf could not be read back
+/// from, so the runner fails such a turn instead of storing it.
+pub fn agent_event_too_deep(message: Option<&Message>, artifact: Option<&Artifact>) -> bool {
+    let parts_deep = |parts: &[Part]| parts.iter().any(part_too_deep);
+    message.is_some_and(|m| parts_deep(&m.parts) || struct_too_deep(m.metadata.as_ref(), 0))
+        || artifact.is_some_and(|a| parts_deep(&a.parts) || struct_too_deep(a.metadata.as_ref(), 0))
 }
 
 fn part_too_deep(p: &Part) -> bool {
@@ -118,5 +127,19 @@ mod tests {
         ok.fields
             .insert("shallow".into(), nested(MAX_VALUE_DEPTH - 1));
         assert!(check_request(&message(nested(1)), Some(&ok)).is_ok());
+    }
+
+    #[test]
+    fn agent_events_nesting_too_deep_are_found() {
+        let shallow = message(nested(MAX_VALUE_DEPTH));
+        let deep = message(nested(MAX_VALUE_DEPTH + 1));
+        assert!(!agent_event_too_deep(Some(&shallow), None));
+        assert!(agent_event_too_deep(Some(&deep), None));
+        let artifact = Artifact {
+            parts: deep.parts.clone(),
+            ..Default::default()
+        };
+        assert!(agent_event_too_deep(None, Some(&artifact)));
+        assert!(!agent_event_too_deep(None, None));
     }
 }

@@ -1276,6 +1276,23 @@ impl Runner<'_> {
                 validate::NON_FINITE
             )));
         }
+        let (message, artifact) = match &event {
+            AgentEvent::Message(m)
+            | AgentEvent::Status {
+                message: Some(m), ..
+            } => (Some(m), None),
+            AgentEvent::Artifact { artifact, .. } => (None, Some(artifact)),
+            _ => (None, None),
+        };
+        if super::depth::agent_event_too_deep(message, artifact) {
+            metrics::counter!("a2a_agent_events_refused_total", "agent" => self.turn.agent.name().to_owned(), "reason" => "too_deep")
+                .increment(1);
+            return Err(A2aError::InvalidAgentResponse(format!(
+                "agent {} sent an event whose values nest more than {} levels deep",
+                self.turn.agent.name(),
+                super::depth::MAX_VALUE_DEPTH
+            )));
+        }
         let stream_event = match event {
             AgentEvent::Upstream(ids) => {
                 // Creating the task records them; an existing task records them now.
