@@ -1,7 +1,6 @@
 //! Process plumbing shared by the binaries (`a2a-gateway`, `a2a-worker`).
 
 pub mod metrics;
-pub mod otlp_export;
 pub mod telemetry;
 
 use tokio_util::sync::CancellationToken;

@@ -1,9 +1,9 @@
 //! Logs and traces for both binaries: the `tracing` subscriber for logs (text, or one JSON
 //! object per line with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry tracer exporting spans over
-//! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; our own exporter,
-//! [`crate::otlp_export`], batched as the `OTEL_BSP_*` variables say), with W3C Trace Context
-//! propagation. Spans
+//! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; `opentelemetry-otlp`
+//! behind the SDK's batch span processor, configured by the standard `OTEL_EXPORTER_OTLP_*` and
+//! `OTEL_BSP_*` variables: see `export.rs`), with W3C Trace Context propagation. Spans
 //! are [`TraceSpan`]s, built with the SDK directly (see `span.rs` for why not `tracing` spans).
 //! Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
 //! resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) come from the standard variables,
@@ -12,6 +12,7 @@
 //! Off by default and free then: call sites create spans only when [`enabled`] says so, so an
 //! unconfigured process builds no span at all.
 
+mod export;
 mod span;
 
 pub use span::{TraceSpan, Traced};
@@ -87,8 +88,44 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "the same for traces only (wins)",
     ),
     (
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "`gzip` = compressed exports; default none",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "PEM CA bundle the collector's TLS certificate is checked against (https:// endpoint)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        "PEM client certificate for mTLS to the collector (with the key)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+        "PEM private key of the client certificate",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_INSECURE",
+        "gRPC only: `true` = plaintext for an endpoint given without a scheme",
+    ),
+    (
         "OTEL_BSP_MAX_QUEUE_SIZE",
-        "spans waiting for export at most (default 2048); more are dropped and counted",
+        "spans waiting for export at most (default 2048); more are dropped (a warning)",
     ),
     (
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
@@ -97,6 +134,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     (
         "OTEL_BSP_SCHEDULE_DELAY",
         "the longest a span waits for its export, ms (default 5000)",
+    ),
+    (
+        "OTEL_BSP_EXPORT_TIMEOUT",
+        "the batch processor's bound on one export, ms (default 30000)",
     ),
     (
         "OTEL_SDK_DISABLED",
@@ -343,10 +384,9 @@ fn provider(
     service: &'static str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SdkTracerProvider, String> {
-    // Our own processor and exporter (endpoint, protocol, headers, timeout and batch bounds from
-    // the standard variables): each span is encoded straight into OTLP protobuf as it ends (see
-    // `otlp_export`).
-    let processor = crate::otlp_export::OtlpProcessor::from_env(env)?;
+    // `opentelemetry-otlp` behind the SDK's batch processor (its own thread; `OTEL_BSP_*`).
+    let processor =
+        opentelemetry_sdk::trace::BatchSpanProcessor::builder(export::exporter(env)?).build();
     let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
         || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
     let mut resource = opentelemetry_sdk::Resource::builder();

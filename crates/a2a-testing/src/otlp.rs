@@ -1,9 +1,13 @@
 //! An OTLP trace receiver for trace tests: a real tonic server of the OTLP `TraceService`
 //! (the `opentelemetry-proto` types) on a loopback port, keeping every span it receives.
 //! Point a process at it with `OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR` (gRPC, the default).
+//! [`OtlpReceiver::start_with`] adds TLS (a certificate of the test's own), refuses the first
+//! exports (`UNAVAILABLE`, which exporters retry), and every export call is recorded with its
+//! metadata (`grpc-encoding` says whether it came gzip-compressed; it is accepted).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,8 +45,32 @@ impl ReceivedSpan {
     }
 }
 
+/// One export call, as received.
+#[derive(Debug, Clone)]
+pub struct ExportCall {
+    /// The call's metadata (ASCII values), e.g. `grpc-encoding` and the exporter's headers.
+    pub metadata: HashMap<String, String>,
+    /// Spans in the request.
+    pub spans: usize,
+    /// Whether it was refused (`UNAVAILABLE`, by [`ReceiverOptions::fail_first`]).
+    pub refused: bool,
+}
+
+/// How a receiver behaves (the default: plaintext, every export accepted).
+#[derive(Debug, Clone, Default)]
+pub struct ReceiverOptions {
+    /// Refuse this many export calls first, with `UNAVAILABLE` (retryable).
+    pub fail_first: usize,
+    /// Serve TLS with this (certificate chain PEM, private key PEM).
+    pub tls: Option<(String, String)>,
+}
+
 #[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<ReceivedSpan>>>);
+struct Sink(
+    Arc<Mutex<Vec<ReceivedSpan>>>,
+    Arc<Mutex<Vec<ExportCall>>>,
+    Arc<AtomicUsize>,
+);
 
 #[tonic::async_trait]
 impl TraceService for Sink {
@@ -50,8 +78,37 @@ impl TraceService for Sink {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let metadata = request
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => {
+                    Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))
+                }
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .collect();
+        let refused = self
+            .2
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        let request = request.into_inner();
+        let spans = request
+            .resource_spans
+            .iter()
+            .flat_map(|rs| &rs.scope_spans)
+            .map(|ss| ss.spans.len())
+            .sum();
+        self.1.lock().unwrap().push(ExportCall {
+            metadata,
+            spans,
+            refused,
+        });
+        if refused {
+            return Err(tonic::Status::unavailable("refused by the test (fail_first)"));
+        }
         let mut out = Vec::new();
-        for rs in request.into_inner().resource_spans {
+        for rs in request.resource_spans {
             let service = rs
                 .resource
                 .iter()
@@ -104,31 +161,59 @@ fn hex(bytes: &[u8]) -> String {
 /// The running receiver; stops when dropped.
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
+    tls: bool,
     sink: Sink,
     stop: CancellationToken,
 }
 
 impl OtlpReceiver {
     pub async fn start() -> Self {
+        Self::start_with(ReceiverOptions::default()).await
+    }
+
+    pub async fn start_with(options: ReceiverOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port for the OTLP receiver");
         let addr = listener.local_addr().expect("its address");
         let sink = Sink::default();
+        sink.2.store(options.fail_first, Ordering::Relaxed);
         let stop = CancellationToken::new();
-        let server = tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(sink.clone()))
+        let mut builder = tonic::transport::Server::builder();
+        if let Some((cert, key)) = &options.tls {
+            builder = builder
+                .tls_config(tonic::transport::ServerTlsConfig::new().identity(
+                    tonic::transport::Identity::from_pem(cert.as_bytes(), key.as_bytes()),
+                ))
+                .expect("the receiver's TLS configuration");
+        }
+        let server = builder
+            .add_service(
+                TraceServiceServer::new(sink.clone())
+                    .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
+            )
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener),
                 stop.clone().cancelled_owned(),
             );
         tokio::spawn(server);
-        Self { addr, sink, stop }
+        Self {
+            addr,
+            tls: options.tls.is_some(),
+            sink,
+            stop,
+        }
     }
 
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver.
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver (`https://` when it serves TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// Every export call so far, refused ones included.
+    pub fn calls(&self) -> Vec<ExportCall> {
+        self.sink.1.lock().unwrap().clone()
     }
 
     pub fn spans(&self) -> Vec<ReceivedSpan> {
