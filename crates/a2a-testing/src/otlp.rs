@@ -63,6 +63,8 @@ pub struct ReceiverOptions {
     pub fail_first: usize,
     /// Serve TLS with this (certificate chain PEM, private key PEM).
     pub tls: Option<(String, String)>,
+    /// With `tls`: require a client certificate issued by this CA (PEM).
+    pub client_ca: Option<String>,
 }
 
 #[derive(Clone, Default)]
@@ -105,7 +107,9 @@ impl TraceService for Sink {
             refused,
         });
         if refused {
-            return Err(tonic::Status::unavailable("refused by the test (fail_first)"));
+            return Err(tonic::Status::unavailable(
+                "refused by the test (fail_first)",
+            ));
         }
         let mut out = Vec::new();
         for rs in request.resource_spans {
@@ -181,10 +185,14 @@ impl OtlpReceiver {
         let stop = CancellationToken::new();
         let mut builder = tonic::transport::Server::builder();
         if let Some((cert, key)) = &options.tls {
+            let mut tls = tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(cert.as_bytes(), key.as_bytes()),
+            );
+            if let Some(ca) = &options.client_ca {
+                tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(ca.as_bytes()));
+            }
             builder = builder
-                .tls_config(tonic::transport::ServerTlsConfig::new().identity(
-                    tonic::transport::Identity::from_pem(cert.as_bytes(), key.as_bytes()),
-                ))
+                .tls_config(tls)
                 .expect("the receiver's TLS configuration");
         }
         let server = builder

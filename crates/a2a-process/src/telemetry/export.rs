@@ -122,7 +122,10 @@ pub(crate) fn exporter(env: Env<'_>) -> Result<CountingExporter, String> {
 fn http_client(tls: &TlsFiles, env: Env<'_>) -> Result<reqwest::blocking::Client, String> {
     let timeout = var(env, "TIMEOUT")
         .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(std::time::Duration::from_secs(10), std::time::Duration::from_millis);
+        .map_or(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis,
+        );
     let ca = match &tls.ca {
         Some(pem) => Some(
             reqwest::Certificate::from_pem_bundle(pem)

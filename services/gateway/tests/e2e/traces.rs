@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{SseStream, script_message};
 
+mod export;
+
 /// A gateway binary; killed when dropped. Keeps every stdout line.
 struct Gateway {
     _child: Stopped,

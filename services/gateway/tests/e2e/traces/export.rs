@@ -1,0 +1,212 @@
+//! The OTLP exporter's transport against a real OTLP/gRPC receiver (`a2a_testing::otlp`): gzip
+//! and the configured headers arrive, TLS to a receiver whose certificate comes from a private
+//! CA (with a client certificate), and a receiver that refuses twice then accepts gets each span
+//! once (the exporter retries the batch).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use a2a_testing::otlp::{OtlpReceiver, ReceivedSpan, ReceiverOptions};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use serde_json::json;
+
+use super::Gateway;
+use crate::harness::script_message;
+
+/// One SendMessage to the gateway's scenario agent, traced from a fresh trace.
+async fn send_one(url: &str) {
+    let resp = reqwest::Client::new()
+        .post(format!("{url}/a2a/jsonrpc"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"message": script_message(json!({"chunks": 1}))}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert!(body.get("result").is_some(), "{body}");
+}
+
+/// Waits for the SERVER span of a SendMessage.
+async fn server_span(otlp: &OtlpReceiver) -> Vec<ReceivedSpan> {
+    otlp.wait_for(Duration::from_secs(20), |spans| {
+        spans
+            .iter()
+            .any(|s| s.kind == 2 && s.name.contains("SendMessage"))
+    })
+    .await
+}
+
+const SCENARIO: &str = "default_agent = \"scenario\"\n";
+
+#[tokio::test]
+async fn exports_arrive_gzip_compressed_with_the_configured_headers() {
+    let otlp = OtlpReceiver::start().await;
+    let gw = Gateway::start(
+        "gzip-gw",
+        &otlp,
+        SCENARIO,
+        &[
+            ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS",
+                "x-api-key=k-123,x-tenant=acme",
+            ),
+        ],
+    );
+    send_one(&gw.url).await;
+    server_span(&otlp).await;
+    let calls = otlp.calls();
+    assert!(!calls.is_empty());
+    for c in &calls {
+        assert_eq!(
+            c.metadata.get("grpc-encoding").map(String::as_str),
+            Some("gzip"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.metadata.get("x-api-key").map(String::as_str),
+            Some("k-123"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.metadata.get("x-tenant").map(String::as_str),
+            Some("acme"),
+            "{c:?}"
+        );
+    }
+    // The header's value (a credential) is never logged.
+    assert!(!gw.lines().iter().any(|l| l.contains("k-123")));
+}
+
+#[tokio::test]
+async fn uncompressed_exports_say_so() {
+    let otlp = OtlpReceiver::start().await;
+    let gw = Gateway::start("plain-gw", &otlp, SCENARIO, &[]);
+    send_one(&gw.url).await;
+    server_span(&otlp).await;
+    assert!(
+        otlp.calls()
+            .iter()
+            .all(|c| !c.metadata.contains_key("grpc-encoding")
+                || c.metadata["grpc-encoding"] == "identity")
+    );
+}
+
+#[tokio::test]
+async fn a_refused_export_is_retried_and_its_spans_arrive_once() {
+    let otlp = OtlpReceiver::start_with(ReceiverOptions {
+        fail_first: 2,
+        ..Default::default()
+    })
+    .await;
+    let gw = Gateway::start("retry-gw", &otlp, SCENARIO, &[]);
+    send_one(&gw.url).await;
+    let spans = server_span(&otlp).await;
+    let calls = otlp.calls();
+    assert_eq!(calls.iter().filter(|c| c.refused).count(), 2, "{calls:#?}");
+    // The refused calls carried the same spans as the one accepted after them.
+    assert!(
+        calls[0].spans > 0 && calls[0].spans == calls[2].spans,
+        "{calls:#?}"
+    );
+    let mut seen = HashSet::new();
+    for s in &spans {
+        assert!(
+            seen.insert(&s.span_id),
+            "span {} arrived twice: {spans:#?}",
+            s.span_id
+        );
+    }
+}
+
+/// A CA of the test's own, a server certificate for 127.0.0.1 and a client certificate.
+struct Pki {
+    ca: String,
+    server: (String, String),
+    client: (String, String),
+}
+
+fn pki() -> Pki {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "otlp test CA");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = params.self_signed(&key).unwrap().pem();
+    let issuer = Issuer::new(params, key);
+    let sign = |names: Vec<String>, usage: ExtendedKeyUsagePurpose| {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "otlp");
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    };
+    Pki {
+        server: sign(
+            vec!["127.0.0.1".into()],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        ),
+        client: sign(Vec::new(), ExtendedKeyUsagePurpose::ClientAuth),
+        ca,
+    }
+}
+
+#[tokio::test]
+async fn exports_reach_a_tls_receiver_with_a_private_ca_and_a_client_certificate() {
+    let pki = pki();
+    let otlp = OtlpReceiver::start_with(ReceiverOptions {
+        tls: Some(pki.server.clone()),
+        client_ca: Some(pki.ca.clone()),
+        ..Default::default()
+    })
+    .await;
+    assert!(otlp.endpoint().starts_with("https://"));
+    let dir = std::env::temp_dir().join(format!("a2a-otlp-tls-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, pem: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, pem).unwrap();
+        path.display().to_string()
+    };
+    let (ca, cert, key) = (
+        write("ca.pem", &pki.ca),
+        write("client.pem", &pki.client.0),
+        write("client.key", &pki.client.1),
+    );
+    let gw = Gateway::start(
+        "tls-gw",
+        &otlp,
+        SCENARIO,
+        &[
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &cert),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", &key),
+        ],
+    );
+    send_one(&gw.url).await;
+    let spans = server_span(&otlp).await;
+    assert!(spans.iter().all(|s| s.service == "tls-gw"));
+    // Without the client certificate the receiver refuses the handshake: nothing arrives.
+    let before = otlp.calls().len();
+    let anonymous = Gateway::start(
+        "anonymous-gw",
+        &otlp,
+        SCENARIO,
+        &[("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)],
+    );
+    send_one(&anonymous.url).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(otlp.calls().len(), before);
+    assert!(!otlp.spans().iter().any(|s| s.service == "anonymous-gw"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
