@@ -19,6 +19,23 @@ pub const LATENCY_BUCKETS: [f64; 18] = [
     5.0, 10.0, 30.0, 60.0,
 ];
 
+/// Upper bounds (bytes) of the response body size histogram
+/// (`a2a_server_response_body_size_bytes`): 100 B to 4 MiB, ×4 per step.
+pub const SIZE_BUCKETS: [f64; 9] = [
+    100.0,
+    400.0,
+    1_600.0,
+    6_400.0,
+    25_600.0,
+    102_400.0,
+    409_600.0,
+    1_638_400.0,
+    4_194_304.0,
+];
+
+/// Upper bounds of the events-per-stream histogram (`a2a_server_streaming_events`).
+pub const COUNT_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
 /// How often histograms are drained into their rendered form between scrapes.
 const UPKEEP: Duration = Duration::from_secs(5);
 
@@ -30,6 +47,18 @@ pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle 
     let handle = HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
             .set_buckets(&LATENCY_BUCKETS)
+            .expect("the bucket list is not empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(
+                    "a2a_server_response_body_size_bytes".into(),
+                ),
+                &SIZE_BUCKETS,
+            )
+            .expect("the bucket list is not empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full("a2a_server_streaming_events".into()),
+                &COUNT_BUCKETS,
+            )
             .expect("the bucket list is not empty")
             .build_recorder();
         let handle = recorder.handle();
