@@ -210,3 +210,107 @@ async fn exports_reach_a_tls_receiver_with_a_private_ca_and_a_client_certificate
     assert!(!otlp.spans().iter().any(|s| s.service == "anonymous-gw"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The A2A semantic conventions (OpenTelemetry draft) on the SERVER span of one send on each
+/// binding: named after the method, with `a2a.method.name`, `a2a.protocol.version`,
+/// `a2a.task.id`, `a2a.task.state`, `gen_ai.conversation.id` and (when given) `a2a.tenant`.
+#[tokio::test]
+async fn one_send_on_each_binding_carries_the_a2a_semantic_conventions() {
+    use a2a_types::v1::a2a_service_client::A2aServiceClient;
+    use a2a_types::v1::{Message, Part, Role, SendMessageRequest, part};
+
+    let otlp = OtlpReceiver::start().await;
+    let gw = Gateway::start("semconv-gw", &otlp, "", &[]);
+    let trace = |n: u8| format!("{:032x}", 0xabc0 + u32::from(n));
+    let traceparent = |n: u8| format!("00-{}-00f067aa0ba902b7-01", trace(n));
+    let http = reqwest::Client::new();
+    let message = json!({"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": "hi"}]});
+    let rpc = http
+        .post(format!("{}/a2a/jsonrpc", gw.url))
+        .header("traceparent", traceparent(1))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                      "params": {"tenant": "echo", "message": message}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rpc.status(), 200);
+    let rest = http
+        .post(format!("{}/a2a/rest/message:send", gw.url))
+        .header("traceparent", traceparent(2))
+        .header("a2a-version", "1.0")
+        .json(&json!({"message": message}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), 200);
+    let channel = tonic::transport::Channel::from_shared(gw.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut request = tonic::Request::new(SendMessageRequest {
+        tenant: "echo".into(),
+        message: Some(Message {
+            message_id: "m-3".into(),
+            role: Role::User as i32,
+            parts: vec![Part {
+                content: Some(part::Content::Text("hi".into())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent(3).parse().unwrap());
+    A2aServiceClient::new(channel)
+        .send_message(request)
+        .await
+        .unwrap();
+
+    let servers = |spans: &[ReceivedSpan]| -> Vec<ReceivedSpan> {
+        (1..=3)
+            .filter_map(|n| {
+                spans
+                    .iter()
+                    .find(|s| s.trace_id == trace(n) && s.kind == 2)
+                    .cloned()
+            })
+            .collect()
+    };
+    let spans = otlp
+        .wait_for(Duration::from_secs(20), |spans| servers(spans).len() == 3)
+        .await;
+    for (n, server) in (1..=3).zip(servers(&spans)) {
+        let binding = ["JSONRPC", "HTTP+JSON", "GRPC"][n - 1];
+        assert_eq!(server.name, "SendMessage", "{binding}");
+        assert_eq!(
+            server.attr("a2a.method.name"),
+            Some("SendMessage"),
+            "{binding}"
+        );
+        assert_eq!(
+            server.attr("a2a.protocol.version"),
+            Some("1.0"),
+            "{binding}"
+        );
+        assert!(
+            server.attr("a2a.task.id").is_some_and(|t| !t.is_empty()),
+            "{binding}"
+        );
+        assert!(
+            server
+                .attr("gen_ai.conversation.id")
+                .is_some_and(|c| !c.is_empty()),
+            "{binding}"
+        );
+        assert_eq!(
+            server.attr("a2a.task.state"),
+            Some("TASK_STATE_COMPLETED"),
+            "{binding}: {server:#?}"
+        );
+        let tenant = (binding != "HTTP+JSON").then_some("echo");
+        assert_eq!(server.attr("a2a.tenant"), tenant, "{binding}");
+    }
+}
