@@ -21,6 +21,7 @@ use opentelemetry::{Context, ContextGuard, Key, KeyValue, Value};
 /// The name of the span a context carries, for JSON log lines (`span`); stored only while
 /// they are on, since nothing else reads it.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "export"), allow(dead_code))] // read by the JSON log lines
 pub(super) struct SpanName(pub(super) Cow<'static, str>);
 
 /// One span of ours, or nothing (traces off, the request not sampled, or no traced parent):
@@ -268,6 +269,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "export")]
     fn warnings_and_errors_in_a_span_become_its_events() {
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt;
@@ -283,8 +285,8 @@ mod tests {
             &Context::new(),
         );
         // As `init` installs it.
-        let events =
-            super::super::SpanEvents.with_filter(tracing_subscriber::filter::LevelFilter::WARN);
+        let events = super::super::setup::SpanEvents
+            .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
         tracing::subscriber::with_default(tracing_subscriber::registry().with(events), || {
             tracing::warn!("outside any span");
             let _in = span.enter();
