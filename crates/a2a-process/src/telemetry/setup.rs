@@ -103,7 +103,17 @@ pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
         Box::new(fmt.with_filter(filter))
     };
     JSON_LOGS.store(json, Ordering::Relaxed);
-    tracing_subscriber::registry().with(events).with(fmt).init();
+    // Library and `tracing` spans join the trace of the span of ours current where they start.
+    let bridge = provider.as_ref().map(|p| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer("a2a-tracing"))
+            .with_filter(tracing_subscriber::filter::filter_fn(bridged))
+    });
+    tracing_subscriber::registry()
+        .with(events)
+        .with(bridge)
+        .with(fmt)
+        .init();
     if let Some(e) = otel_error {
         tracing::error!(error = %e, "traces are off: the OTLP exporter could not be built");
     }
@@ -128,11 +138,57 @@ fn provider(
         resource = resource.with_service_name(service);
     }
     Ok(SdkTracerProvider::builder()
-        // Sampling is decided before a span is built ([`Sampler`]): keep what is built.
-        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
+        // Sampling is decided before a TraceSpan is built ([`Sampler`]): keep what is built; a
+        // bridged `tracing` span follows its parent and is dropped without one.
+        .with_sampler(OursOrParent)
         .with_span_processor(processor)
         .with_resource(resource.build())
         .build())
+}
+
+/// The SDK's sampler: a [`super::TraceSpan`] is kept (its request was sampled before it was
+/// built); a `tracing` span bridged by `tracing-opentelemetry` is kept when its parent (the
+/// span of ours, or bridged span, current where it starts) is sampled, and dropped as a root —
+/// so a library's span outside a traced request (the exporter's own calls included) is never
+/// exported.
+#[derive(Debug, Clone)]
+struct OursOrParent;
+
+impl opentelemetry_sdk::trace::ShouldSample for OursOrParent {
+    fn should_sample(
+        &self,
+        parent: Option<&Context>,
+        _trace_id: opentelemetry::trace::TraceId,
+        _name: &str,
+        _kind: &opentelemetry::trace::SpanKind,
+        _attributes: &[KeyValue],
+        _links: &[opentelemetry::trace::Link],
+    ) -> opentelemetry_sdk::trace::SamplingResult {
+        use opentelemetry_sdk::trace::{SamplingDecision, SamplingResult};
+        let parent = parent
+            .map(|cx| cx.span().span_context().clone())
+            .filter(|sc| sc.is_valid());
+        let keep = span::building_ours() || parent.as_ref().is_some_and(|p| p.is_sampled());
+        SamplingResult {
+            decision: if keep {
+                SamplingDecision::RecordAndSample
+            } else {
+                SamplingDecision::Drop
+            },
+            attributes: Vec::new(),
+            trace_state: parent.map(|p| p.trace_state().clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// The `tracing` spans bridged into traces: INFO and above (DEBUG/TRACE spans are libraries'
+/// internals, one per poll or frame), never the exporter's own stack (its calls run on the
+/// export thread, outside any trace, and must not feed it).
+fn bridged(meta: &tracing::Metadata<'_>) -> bool {
+    const OWN: [&str; 6] = ["opentelemetry", "tonic", "h2", "hyper", "reqwest", "tower"];
+    meta.is_span()
+        && *meta.level() <= tracing::Level::INFO
+        && !OWN.iter().any(|t| meta.target().starts_with(t))
 }
 
 /// Turns a warning or error logged inside a span into an event of that span (name: the
@@ -345,5 +401,59 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(20_416), (2025, 11, 24));
         assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[derive(Debug, Clone, Default)]
+    struct Kept(std::sync::Arc<std::sync::Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Kept {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0.lock().unwrap().extend(batch);
+            Ok(())
+        }
+    }
+
+    /// The bridge as `init` installs it: a `tracing` span started inside a span of ours is its
+    /// child in the same trace; one outside any (a root), a DEBUG one and one of the exporter's
+    /// own stack are not exported.
+    #[test]
+    fn tracing_spans_join_the_trace_of_the_span_of_ours_they_start_in() {
+        let kept = Kept::default();
+        let provider = SdkTracerProvider::builder()
+            .with_sampler(OursOrParent)
+            .with_simple_exporter(kept.clone())
+            .build();
+        let bridge = tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("a2a-tracing"))
+            .with_filter(tracing_subscriber::filter::filter_fn(bridged));
+        let ours = super::super::TraceSpan::start_with(
+            &provider.tracer("a2a"),
+            "SendMessage",
+            opentelemetry::trace::SpanKind::Server,
+            Vec::new(),
+            &Context::new(),
+        );
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(bridge), || {
+            tracing::info_span!("outside").in_scope(|| {});
+            let _in = ours.enter();
+            tracing::info_span!("sqlx.query", db.statement = "SELECT 1").in_scope(|| {
+                tracing::debug_span!("poll").in_scope(|| {});
+            });
+            tracing::info_span!(target: "h2::client", "frame").in_scope(|| {});
+        });
+        ours.end();
+        let spans = kept.0.lock().unwrap().clone();
+        let names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        let server = spans.iter().find(|s| s.name == "SendMessage").unwrap();
+        let query = spans.iter().find(|s| s.name == "sqlx.query").unwrap();
+        assert_eq!(
+            query.span_context.trace_id(),
+            server.span_context.trace_id()
+        );
+        assert_eq!(query.parent_span_id, server.span_context.span_id());
     }
 }

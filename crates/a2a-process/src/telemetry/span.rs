@@ -18,6 +18,18 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, ContextGuard, Key, KeyValue, Value};
 
+thread_local! {
+    /// Set while a [`TraceSpan`] is built: the SDK's sampler keeps it (the request was sampled
+    /// before it was built), where a bridged `tracing` span only follows its parent.
+    static BUILDING_OURS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the span the SDK is sampling now is a [`TraceSpan`].
+#[cfg_attr(not(feature = "export"), allow(dead_code))]
+pub(super) fn building_ours() -> bool {
+    BUILDING_OURS.get()
+}
+
 /// The name of the span a context carries, for JSON log lines (`span`); stored only while
 /// they are on, since nothing else reads it.
 #[derive(Debug, Clone)]
@@ -47,7 +59,7 @@ impl TraceSpan {
         }
     }
 
-    fn start_with(
+    pub(super) fn start_with(
         tracer: &opentelemetry_sdk::trace::SdkTracer,
         name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
@@ -59,7 +71,10 @@ impl TraceSpan {
         let builder = SpanBuilder::from_name(name)
             .with_kind(kind)
             .with_attributes(attributes);
-        let cx = parent.with_span(tracer.build_with_context(builder, parent));
+        BUILDING_OURS.set(true);
+        let span = tracer.build_with_context(builder, parent);
+        BUILDING_OURS.set(false);
+        let cx = parent.with_span(span);
         Self(Some(match label {
             Some(label) => cx.with_value(label),
             None => cx,
