@@ -3,7 +3,8 @@
 //! Point a process at it with `OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR` (gRPC, the default).
 //! [`OtlpReceiver::start_with`] adds TLS (a certificate of the test's own), refuses the first
 //! exports (`UNAVAILABLE`, which exporters retry), and every export call is recorded with its
-//! metadata (`grpc-encoding` says whether it came gzip-compressed; it is accepted).
+//! metadata (`grpc-encoding` says whether it came gzip-compressed; it is accepted). It also
+//! listens for OTLP/HTTP (`http/protobuf`, uncompressed) on a port of its own.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -90,11 +91,27 @@ impl TraceService for Sink {
                 tonic::metadata::KeyAndValueRef::Binary(..) => None,
             })
             .collect();
+        if self.ingest(metadata, request.into_inner()) {
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        } else {
+            Err(tonic::Status::unavailable(
+                "refused by the test (fail_first)",
+            ))
+        }
+    }
+}
+
+impl Sink {
+    /// Records one export call and keeps its spans; false when it is refused.
+    fn ingest(
+        &self,
+        metadata: HashMap<String, String>,
+        request: ExportTraceServiceRequest,
+    ) -> bool {
         let refused = self
             .2
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
             .is_ok();
-        let request = request.into_inner();
         let spans = request
             .resource_spans
             .iter()
@@ -107,9 +124,7 @@ impl TraceService for Sink {
             refused,
         });
         if refused {
-            return Err(tonic::Status::unavailable(
-                "refused by the test (fail_first)",
-            ));
+            return false;
         }
         let mut out = Vec::new();
         for rs in request.resource_spans {
@@ -144,7 +159,29 @@ impl TraceService for Sink {
             }
         }
         self.0.lock().unwrap().extend(out);
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        true
+    }
+}
+
+/// OTLP/HTTP (`http/protobuf`): `POST /v1/traces` with an uncompressed protobuf body; the
+/// request headers are the call's metadata.
+async fn http_export(
+    axum::extract::State(sink): axum::extract::State<Sink>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::http::StatusCode {
+    use prost::Message as _;
+    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+        return axum::http::StatusCode::BAD_REQUEST;
+    };
+    let metadata = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    if sink.ingest(metadata, request) {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
     }
 }
 
@@ -165,6 +202,8 @@ fn hex(bytes: &[u8]) -> String {
 /// The running receiver; stops when dropped.
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
+    /// The OTLP/HTTP listener (plaintext, whatever `tls` says).
+    pub http_addr: SocketAddr,
     tls: bool,
     sink: Sink,
     stop: CancellationToken,
@@ -205,8 +244,22 @@ impl OtlpReceiver {
                 stop.clone().cancelled_owned(),
             );
         tokio::spawn(server);
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the OTLP/HTTP receiver");
+        let http_addr = http.local_addr().expect("its address");
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(http_export))
+            .with_state(sink.clone());
+        let stopped = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(http, app)
+                .with_graceful_shutdown(stopped.cancelled_owned())
+                .await;
+        });
         Self {
             addr,
+            http_addr,
             tls: options.tls.is_some(),
             sink,
             stop,
@@ -217,6 +270,11 @@ impl OtlpReceiver {
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver's OTLP/HTTP listener (`http/protobuf`).
+    pub fn http_endpoint(&self) -> String {
+        format!("http://{}", self.http_addr)
     }
 
     /// Every export call so far, refused ones included.

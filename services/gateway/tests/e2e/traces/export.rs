@@ -314,3 +314,34 @@ async fn one_send_on_each_binding_carries_the_a2a_semantic_conventions() {
         assert_eq!(server.attr("a2a.tenant"), tenant, "{binding}");
     }
 }
+
+#[tokio::test]
+async fn exports_over_http_protobuf_carry_the_headers() {
+    let otlp = OtlpReceiver::start().await;
+    let endpoint = otlp.http_endpoint();
+    let gw = Gateway::start(
+        "http-gw",
+        &otlp,
+        SCENARIO,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k-456"),
+        ],
+    );
+    send_one(&gw.url).await;
+    server_span(&otlp).await;
+    let calls = otlp.calls();
+    for c in &calls {
+        assert_eq!(
+            c.metadata.get("content-type").map(String::as_str),
+            Some("application/x-protobuf"),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.metadata.get("x-api-key").map(String::as_str),
+            Some("k-456"),
+            "{c:?}"
+        );
+    }
+}
