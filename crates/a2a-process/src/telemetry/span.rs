@@ -351,7 +351,7 @@ mod tests {
             vec![KeyValue::new("rpc.method", "SendMessage")],
             &remote,
         );
-        server.set_str("a2a.task_id", "t1");
+        server.set_str("a2a.task.id", "t1");
         assert!(!TraceSpan::is_any_current());
         let child = server
             .in_span(async {
@@ -384,7 +384,7 @@ mod tests {
                 .find(|kv| kv.key.as_str() == k)
                 .map(|kv| kv.value.to_string())
         };
-        assert_eq!(attr(send, "a2a.task_id").as_deref(), Some("t1"));
+        assert_eq!(attr(send, "a2a.task.id").as_deref(), Some("t1"));
         assert_eq!(attr(send, "late"), None, "set after the end");
         assert_eq!(
             tp,

@@ -196,7 +196,7 @@ impl Call {
         self.status = Some(status);
     }
 
-    /// The call's SERVER span, for attributes only the operation knows (`a2a.task_id`, ...).
+    /// The call's SERVER span, for attributes only the operation knows (`a2a.task.id`, ...).
     pub fn span(&self) -> &TraceSpan {
         static NONE: TraceSpan = TraceSpan::NONE;
         self.span.get().unwrap_or(&NONE)
