@@ -163,6 +163,72 @@ impl Sink {
     }
 }
 
+/// The OTLP/HTTP listener's TLS: the receiver's certificate, and a client certificate from
+/// `client_ca` required when given.
+fn https_config(cert: &str, key: &str, client_ca: Option<&str>) -> rustls::ServerConfig {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("the receiver's certificate");
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("the receiver's key");
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(c.expect("the client CA")).expect("the client CA");
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                std::sync::Arc::new(roots),
+                provider,
+            )
+            .build()
+            .expect("the client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .expect("the receiver's certificate and key");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config
+}
+
+/// Serves `app` over TLS until `stop`; a failed handshake only drops its connection.
+async fn serve_https(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: rustls::ServerConfig,
+    stop: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => continue,
+            },
+            () = stop.cancelled() => return,
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+        });
+    }
+}
+
 /// OTLP/HTTP (`http/protobuf`): `POST /v1/traces` with an uncompressed protobuf body; the
 /// request headers are the call's metadata.
 async fn http_export(
@@ -202,7 +268,7 @@ fn hex(bytes: &[u8]) -> String {
 /// The running receiver; stops when dropped.
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
-    /// The OTLP/HTTP listener (plaintext, whatever `tls` says).
+    /// The OTLP/HTTP listener (TLS too when the options say so).
     pub http_addr: SocketAddr,
     tls: bool,
     sink: Sink,
@@ -252,11 +318,19 @@ impl OtlpReceiver {
             .route("/v1/traces", axum::routing::post(http_export))
             .with_state(sink.clone());
         let stopped = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(http, app)
-                .with_graceful_shutdown(stopped.cancelled_owned())
-                .await;
-        });
+        match &options.tls {
+            None => {
+                tokio::spawn(async move {
+                    let _ = axum::serve(http, app)
+                        .with_graceful_shutdown(stopped.cancelled_owned())
+                        .await;
+                });
+            }
+            Some((cert, key)) => {
+                let tls = https_config(cert, key, options.client_ca.as_deref());
+                tokio::spawn(serve_https(http, app, tls, stopped));
+            }
+        }
         Self {
             addr,
             http_addr,
@@ -274,7 +348,8 @@ impl OtlpReceiver {
 
     /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver's OTLP/HTTP listener (`http/protobuf`).
     pub fn http_endpoint(&self) -> String {
-        format!("http://{}", self.http_addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.http_addr)
     }
 
     /// Every export call so far, refused ones included.

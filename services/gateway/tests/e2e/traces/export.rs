@@ -205,9 +205,33 @@ async fn exports_reach_a_tls_receiver_with_a_private_ca_and_a_client_certificate
         &[("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca)],
     );
     send_one(&anonymous.url).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(otlp.calls().len(), before);
+    // The same over OTLP/HTTP (the blocking reqwest client built from the TLS files).
+    let endpoint = otlp.http_endpoint();
+    let http = Gateway::start(
+        "tls-http-gw",
+        &otlp,
+        SCENARIO,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+            ("OTEL_EXPORTER_OTLP_CERTIFICATE", &ca),
+            ("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &cert),
+            ("OTEL_EXPORTER_OTLP_CLIENT_KEY", &key),
+        ],
+    );
+    send_one(&http.url).await;
+    otlp.wait_for(Duration::from_secs(20), |spans| {
+        spans
+            .iter()
+            .any(|s| s.service == "tls-http-gw" && s.kind == 2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!otlp.spans().iter().any(|s| s.service == "anonymous-gw"));
+    assert!(
+        otlp.calls().len() > before,
+        "the HTTP exports arrived as calls"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
