@@ -204,6 +204,26 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         grew("a2a_bus_delivery_lag_seconds_count", &[], 1.0);
     }
 
+    // The README's catalogue names every series the gateway exports.
+    let readme = include_str!("../../../../README.md");
+    let section = readme
+        .split("\n## Metrics\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Metrics section");
+    for line in after.text.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with("a2a_"))
+        {
+            assert!(
+                section.contains(&format!("`{name}`")),
+                "README's Metrics section misses {name}"
+            );
+        }
+    }
+
     // The probes are on the admin listener too.
     let admin = gw.admin.expect("an admin listener");
     for path in ["/healthz", "/readyz"] {
