@@ -253,7 +253,7 @@ fn attempt_span(d: &Delivery<'_>, attempt: u32) -> TraceSpan {
         SpanKind::Client,
         vec![
             KeyValue::new("http.request.method", "POST"),
-            KeyValue::new("a2a.task_id", d.task_id.to_owned()),
+            KeyValue::new("a2a.task.id", d.task_id.to_owned()),
             KeyValue::new("a2a.seq", d.seq as i64),
             KeyValue::new("a2a.push.config_id", d.config.id.clone()),
             KeyValue::new("a2a.push.attempt", i64::from(attempt)),

@@ -1,8 +1,8 @@
 //! Process plumbing shared by the binaries (`a2a-gateway`, `a2a-worker`).
 
+#[cfg(feature = "export")]
 pub mod healthcheck;
 pub mod metrics;
-pub mod otlp_export;
 pub mod telemetry;
 
 use tokio_util::sync::CancellationToken;

@@ -7,8 +7,11 @@
 //! own. Until something calls [`install`], every `metrics::` macro is a no-op.
 
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+#[cfg(feature = "export")]
 use std::time::Duration;
 
+#[cfg(feature = "export")]
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Upper bounds (seconds) of every latency histogram's buckets: 100 µs (an in-memory store
@@ -19,17 +22,51 @@ pub const LATENCY_BUCKETS: [f64; 18] = [
     5.0, 10.0, 30.0, 60.0,
 ];
 
+/// Upper bounds (bytes) of the response body size histogram
+/// (`a2a_server_response_body_size_bytes`): 100 B to 4 MiB, ×4 per step.
+pub const SIZE_BUCKETS: [f64; 9] = [
+    100.0,
+    400.0,
+    1_600.0,
+    6_400.0,
+    25_600.0,
+    102_400.0,
+    409_600.0,
+    1_638_400.0,
+    4_194_304.0,
+];
+
+/// Upper bounds of the events-per-stream histogram (`a2a_server_streaming_events`).
+pub const COUNT_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
+
 /// How often histograms are drained into their rendered form between scrapes.
+#[cfg(feature = "export")]
 const UPKEEP: Duration = Duration::from_secs(5);
 
+#[cfg(feature = "export")]
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+/// Set by [`install`] (feature `export`): from then on the global recorder is ours.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
 
 /// Installs the recorder (once per process) and returns the handle that renders it. `binary`
 /// and `version` label `a2a_build_info`; the commit comes from `A2A_BUILD_COMMIT` at build time.
+#[cfg(feature = "export")]
 pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle {
     let handle = HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
             .set_buckets(&LATENCY_BUCKETS)
+            .expect("the bucket list is not empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full(
+                    "a2a_server_response_body_size_bytes".into(),
+                ),
+                &SIZE_BUCKETS,
+            )
+            .expect("the bucket list is not empty")
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Full("a2a_server_streaming_events".into()),
+                &COUNT_BUCKETS,
+            )
             .expect("the bucket list is not empty")
             .build_recorder();
         let handle = recorder.handle();
@@ -47,6 +84,7 @@ pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle 
                 }
             })
             .expect("a thread for metrics upkeep");
+        INSTALLED.store(true, Ordering::Release);
         handle
     });
     metrics::gauge!(
@@ -62,7 +100,7 @@ pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle 
 /// Whether [`install`] has run in this process: from then on, every handle resolves to the
 /// recorder for good (it cannot be replaced).
 pub fn installed() -> bool {
-    HANDLE.get().is_some()
+    INSTALLED.load(Ordering::Acquire)
 }
 
 /// A metric handle of a fixed label set, resolved once: on the hot paths a registry lookup per
@@ -89,11 +127,13 @@ impl<H> Cached<H> {
 }
 
 /// The Prometheus text of everything recorded, with the process metrics read just now.
+#[cfg(feature = "export")]
 pub fn render(handle: &PrometheusHandle) -> String {
     process::record();
     handle.render()
 }
 
+#[cfg(feature = "export")]
 mod process {
     //! `process_*` series as Prometheus' own clients name them, read from `/proc/self` (Linux;
     //! elsewhere they are absent). No crate: three small files.
@@ -123,7 +163,7 @@ mod process {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "export"))]
 mod tests {
     #[test]
     fn renders_build_info_and_process_metrics() {

@@ -1,9 +1,9 @@
 //! Logs and traces for both binaries: the `tracing` subscriber for logs (text, or one JSON
 //! object per line with `A2A_LOG_FORMAT=json`), and, when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, an OpenTelemetry tracer exporting spans over
-//! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; our own exporter,
-//! [`crate::otlp_export`], batched as the `OTEL_BSP_*` variables say), with W3C Trace Context
-//! propagation. Spans
+//! OTLP (`OTEL_EXPORTER_OTLP_PROTOCOL`: `grpc`, default, or `http/protobuf`; `opentelemetry-otlp`
+//! behind the SDK's batch span processor, configured by the standard `OTEL_EXPORTER_OTLP_*` and
+//! `OTEL_BSP_*` variables: see `export.rs`), with W3C Trace Context propagation. Spans
 //! are [`TraceSpan`]s, built with the SDK directly (see `span.rs` for why not `tracing` spans).
 //! Sampler (`OTEL_TRACES_SAMPLER[_ARG]`) and
 //! resource (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`) come from the standard variables,
@@ -12,27 +12,27 @@
 //! Off by default and free then: call sites create spans only when [`enabled`] says so, so an
 //! unconfigured process builds no span at all.
 
+#[cfg(feature = "export")]
+mod export;
+#[cfg(feature = "export")]
+mod setup;
 mod span;
+
+#[cfg(feature = "export")]
+pub use setup::{LogTo, Telemetry, init};
 
 pub use span::{TraceSpan, Traced};
 // What call sites build spans with, so that they need no OpenTelemetry dependency of their own.
 pub use opentelemetry::trace::SpanKind;
 pub use opentelemetry::{Context, KeyValue};
 
-use std::fmt;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::{Extractor, Injector, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, Status, TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{SpanContext, TraceContextExt};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider};
-use tracing::Subscriber;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, format::Writer};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::util::SubscriberInitExt;
+use opentelemetry_sdk::trace::SdkTracer;
 
 /// Whether spans are exported (set once by [`init`]).
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -87,8 +87,44 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "the same for traces only (wins)",
     ),
     (
+        "OTEL_EXPORTER_OTLP_COMPRESSION",
+        "`gzip` = compressed exports; default none",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "PEM CA bundle the collector's TLS certificate is checked against (https:// endpoint)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        "PEM client certificate for mTLS to the collector (with the key)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+        "PEM private key of the client certificate",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        "the same for traces only (wins)",
+    ),
+    (
+        "OTEL_EXPORTER_OTLP_INSECURE",
+        "gRPC only: `true` = plaintext for an endpoint given without a scheme",
+    ),
+    (
         "OTEL_BSP_MAX_QUEUE_SIZE",
-        "spans waiting for export at most (default 2048); more are dropped and counted",
+        "spans waiting for export at most (default 2048); more are dropped (a warning)",
     ),
     (
         "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
@@ -97,6 +133,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     (
         "OTEL_BSP_SCHEDULE_DELAY",
         "the longest a span waits for its export, ms (default 5000)",
+    ),
+    (
+        "OTEL_BSP_EXPORT_TIMEOUT",
+        "the batch processor's bound on one export, ms (default 30000)",
     ),
     (
         "OTEL_SDK_DISABLED",
@@ -242,125 +282,6 @@ pub fn unsampled_traceparent(parent: Option<&SpanContext>) -> String {
     span::write_traceparent(&trace.to_bytes(), &ids.new_span_id().to_bytes(), 0)
 }
 
-/// Where log lines go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogTo {
-    Stdout,
-    Stderr,
-}
-
-/// Flushes and stops the exporter when dropped (or with [`Telemetry::shutdown`]), so spans of
-/// the last requests are not lost at exit.
-#[must_use = "dropping it stops trace export"]
-pub struct Telemetry {
-    provider: Option<SdkTracerProvider>,
-}
-
-impl Telemetry {
-    /// Flushes pending spans and stops the exporter. Call it outside async code, while the
-    /// runtime still runs: it waits for the export thread, whose requests run on the runtime.
-    pub fn shutdown(mut self) {
-        self.stop();
-    }
-
-    fn stop(&mut self) {
-        if let Some(p) = self.provider.take()
-            && let Err(e) = p.shutdown()
-        {
-            eprintln!("trace export shutdown: {e}");
-        }
-    }
-}
-
-impl Drop for Telemetry {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Whether the standard variables configure an OTLP trace exporter.
-fn otlp_configured(env: &dyn Fn(&str) -> Option<String>) -> bool {
-    let set = |k: &str| env(k).is_some_and(|v| !v.trim().is_empty());
-    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
-    let exporter_none = env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim() == "none");
-    !disabled
-        && !exporter_none
-        && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-}
-
-/// Installs the global subscriber: `RUST_LOG` filter (default `info`), text or JSON lines
-/// (`A2A_LOG_FORMAT`), and the OTLP layer when configured. Call it inside a tokio runtime (the
-/// exporter sends on it). `service` names the process when neither
-/// `OTEL_SERVICE_NAME` nor `service.name` in `OTEL_RESOURCE_ATTRIBUTES` does.
-pub fn init(service: &'static str, log_to: LogTo) -> Telemetry {
-    let env = |k: &str| std::env::var(k).ok();
-    let json = env(LOG_FORMAT_VAR).is_some_and(|v| v.eq_ignore_ascii_case("json"));
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let (provider, otel_error) = if otlp_configured(&env) {
-        match Sampler::from_env(&env).and_then(|s| Ok((s, provider(service, &env)?))) {
-            Ok((sampler, p)) => {
-                let _ = SAMPLER.set(sampler);
-                (Some(p), None)
-            }
-            Err(e) => (None, Some(e)),
-        }
-    } else {
-        (None, None)
-    };
-    // Warnings and errors logged inside a span become its events (whatever RUST_LOG says: it
-    // filters log lines only); an error also marks the span failed.
-    let events = provider
-        .as_ref()
-        .map(|_| SpanEvents.with_filter(tracing_subscriber::filter::LevelFilter::WARN));
-    let writer = move || -> Box<dyn std::io::Write> {
-        match log_to {
-            LogTo::Stdout => Box::new(std::io::stdout()),
-            LogTo::Stderr => Box::new(std::io::stderr()),
-        }
-    };
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_target(false)
-        .with_writer(writer);
-    let fmt: Box<dyn tracing_subscriber::Layer<_> + Send + Sync> = if json {
-        Box::new(fmt.event_format(JsonLines).with_filter(filter))
-    } else {
-        Box::new(fmt.with_filter(filter))
-    };
-    JSON_LOGS.store(json, Ordering::Relaxed);
-    tracing_subscriber::registry().with(events).with(fmt).init();
-    if let Some(e) = otel_error {
-        tracing::error!(error = %e, "traces are off: the OTLP exporter could not be built");
-    }
-    if let Some(p) = &provider {
-        let _ = TRACER.set(p.tracer("a2a"));
-        ENABLED.store(true, Ordering::Relaxed);
-    }
-    Telemetry { provider }
-}
-
-fn provider(
-    service: &'static str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SdkTracerProvider, String> {
-    // Our own processor and exporter (endpoint, protocol, headers, timeout and batch bounds from
-    // the standard variables): each span is encoded straight into OTLP protobuf as it ends (see
-    // `otlp_export`).
-    let processor = crate::otlp_export::OtlpProcessor::from_env(env)?;
-    let named = env("OTEL_SERVICE_NAME").is_some_and(|v| !v.is_empty())
-        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name="));
-    let mut resource = opentelemetry_sdk::Resource::builder();
-    if !named {
-        resource = resource.with_service_name(service);
-    }
-    Ok(SdkTracerProvider::builder()
-        // Sampling is decided before a span is built ([`Sampler`]): keep what is built.
-        .with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn)
-        .with_span_processor(processor)
-        .with_resource(resource.build())
-        .build())
-}
-
 fn propagator() -> &'static TraceContextPropagator {
     PROPAGATOR.get_or_init(TraceContextPropagator::new)
 }
@@ -444,217 +365,9 @@ pub fn inject_current(headers: &mut http::HeaderMap) {
     }
 }
 
-/// Turns a warning or error logged inside a span into an event of that span (name: the
-/// message; attributes: `level`, `target` and the event's fields), and an error into the span's
-/// status ERROR, as the `tracing` bridge did.
-struct SpanEvents;
-
-impl<S: Subscriber> tracing_subscriber::Layer<S> for SpanEvents {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        Context::map_current(|cx| {
-            let span = cx.span();
-            if !span.span_context().is_sampled() {
-                return;
-            }
-            let meta = event.metadata();
-            let mut fields = EventFields {
-                name: None,
-                attributes: vec![
-                    KeyValue::new("level", meta.level().as_str()),
-                    KeyValue::new("target", meta.target()),
-                ],
-            };
-            event.record(&mut fields);
-            if *meta.level() == tracing::Level::ERROR {
-                span.set_status(Status::error(""));
-            }
-            let name = fields.name.unwrap_or_else(|| meta.name().to_owned());
-            span.add_event(name, fields.attributes);
-        });
-    }
-}
-
-/// The fields of a log event, as span event attributes (the message is the event's name).
-struct EventFields {
-    name: Option<String>,
-    attributes: Vec<KeyValue>,
-}
-
-impl EventFields {
-    fn push(&mut self, field: &tracing::field::Field, value: opentelemetry::Value) {
-        self.attributes.push(KeyValue::new(field.name(), value));
-    }
-}
-
-impl tracing::field::Visit for EventFields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
-        let text = format!("{value:?}");
-        if field.name() == "message" {
-            self.name = Some(text);
-        } else {
-            self.push(field, text.into());
-        }
-    }
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        if field.name() == "message" {
-            self.name = Some(value.to_owned());
-        } else {
-            self.push(field, value.to_owned().into());
-        }
-    }
-    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
-        self.push(field, value.into());
-    }
-    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
-        match i64::try_from(value) {
-            Ok(v) => self.push(field, v.into()),
-            Err(_) => self.push(field, value.to_string().into()),
-        }
-    }
-    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
-        self.push(field, value.into());
-    }
-    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
-        self.push(field, value.into());
-    }
-}
-
-/// One JSON object per line: `timestamp`, `level`, `message`, the event's fields, and inside
-/// a span of ours (the current OpenTelemetry context) its name (`span`) with `trace_id` and
-/// `span_id`.
-struct JsonLines;
-
-impl<S, N> FormatEvent<S, N> for JsonLines
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(
-        &self,
-        _ctx: &FmtContext<'_, S, N>,
-        mut writer: Writer<'_>,
-        event: &tracing::Event<'_>,
-    ) -> fmt::Result {
-        let mut obj = serde_json::Map::new();
-        obj.insert("timestamp".into(), humantime_now().into());
-        obj.insert("level".into(), event.metadata().level().as_str().into());
-        let mut fields = JsonFields(serde_json::Map::new());
-        event.record(&mut fields);
-        if let Some(m) = fields.0.remove("message") {
-            obj.insert("message".into(), m);
-        }
-        obj.append(&mut fields.0);
-        // The current span of ours, if any (spans are not `tracing` spans: see `span.rs`).
-        Context::map_current(|cx| {
-            let span = cx.span();
-            let sc = span.span_context();
-            if sc.is_valid() {
-                if let Some(span::SpanName(name)) = cx.get::<span::SpanName>() {
-                    obj.insert("span".into(), name.as_ref().into());
-                }
-                obj.insert("trace_id".into(), sc.trace_id().to_string().into());
-                obj.insert("span_id".into(), sc.span_id().to_string().into());
-            }
-        });
-        let line = serde_json::Value::Object(obj).to_string();
-        writeln!(writer, "{line}")
-    }
-}
-
-/// RFC 3339 UTC with microseconds, without a date crate.
-fn humantime_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_micros()
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-struct JsonFields(serde_json::Map<String, serde_json::Value>);
-
-impl tracing::field::Visit for JsonFields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn fmt::Debug) {
-        self.0
-            .insert(field.name().into(), format!("{value:?}").into());
-    }
-    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_i64(&mut self, field: &tracing::field::Field, value: i64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
-        self.0.insert(field.name().into(), value.into());
-    }
-    fn record_f64(&mut self, field: &tracing::field::Field, value: f64) {
-        self.0.insert(field.name().into(), value.into());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn otlp_is_off_unless_an_endpoint_is_set() {
-        let env = |pairs: &'static [(&'static str, &'static str)]| {
-            move |k: &str| {
-                pairs
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| (*v).to_owned())
-            }
-        };
-        assert!(!otlp_configured(&env(&[])));
-        assert!(otlp_configured(&env(&[(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://127.0.0.1:4317"
-        )])));
-        assert!(otlp_configured(&env(&[(
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "http://127.0.0.1:4317"
-        )])));
-        assert!(!otlp_configured(&env(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
-            ("OTEL_SDK_DISABLED", "true")
-        ])));
-        assert!(!otlp_configured(&env(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317"),
-            ("OTEL_TRACES_EXPORTER", "none")
-        ])));
-    }
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_416), (2025, 11, 24));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
-    }
 
     #[test]
     fn traceparent_pairs_extract() {

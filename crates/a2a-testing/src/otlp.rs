@@ -1,9 +1,14 @@
 //! An OTLP trace receiver for trace tests: a real tonic server of the OTLP `TraceService`
 //! (the `opentelemetry-proto` types) on a loopback port, keeping every span it receives.
 //! Point a process at it with `OTEL_EXPORTER_OTLP_ENDPOINT=http://ADDR` (gRPC, the default).
+//! [`OtlpReceiver::start_with`] adds TLS (a certificate of the test's own), refuses the first
+//! exports (`UNAVAILABLE`, which exporters retry), and every export call is recorded with its
+//! metadata (`grpc-encoding` says whether it came gzip-compressed; it is accepted). It also
+//! listens for OTLP/HTTP (`http/protobuf`, uncompressed) on a port of its own.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,8 +46,34 @@ impl ReceivedSpan {
     }
 }
 
+/// One export call, as received.
+#[derive(Debug, Clone)]
+pub struct ExportCall {
+    /// The call's metadata (ASCII values), e.g. `grpc-encoding` and the exporter's headers.
+    pub metadata: HashMap<String, String>,
+    /// Spans in the request.
+    pub spans: usize,
+    /// Whether it was refused (`UNAVAILABLE`, by [`ReceiverOptions::fail_first`]).
+    pub refused: bool,
+}
+
+/// How a receiver behaves (the default: plaintext, every export accepted).
+#[derive(Debug, Clone, Default)]
+pub struct ReceiverOptions {
+    /// Refuse this many export calls first, with `UNAVAILABLE` (retryable).
+    pub fail_first: usize,
+    /// Serve TLS with this (certificate chain PEM, private key PEM).
+    pub tls: Option<(String, String)>,
+    /// With `tls`: require a client certificate issued by this CA (PEM).
+    pub client_ca: Option<String>,
+}
+
 #[derive(Clone, Default)]
-struct Sink(Arc<Mutex<Vec<ReceivedSpan>>>);
+struct Sink(
+    Arc<Mutex<Vec<ReceivedSpan>>>,
+    Arc<Mutex<Vec<ExportCall>>>,
+    Arc<AtomicUsize>,
+);
 
 #[tonic::async_trait]
 impl TraceService for Sink {
@@ -50,8 +81,53 @@ impl TraceService for Sink {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let metadata = request
+            .metadata()
+            .iter()
+            .filter_map(|kv| match kv {
+                tonic::metadata::KeyAndValueRef::Ascii(k, v) => {
+                    Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))
+                }
+                tonic::metadata::KeyAndValueRef::Binary(..) => None,
+            })
+            .collect();
+        if self.ingest(metadata, request.into_inner()) {
+            Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        } else {
+            Err(tonic::Status::unavailable(
+                "refused by the test (fail_first)",
+            ))
+        }
+    }
+}
+
+impl Sink {
+    /// Records one export call and keeps its spans; false when it is refused.
+    fn ingest(
+        &self,
+        metadata: HashMap<String, String>,
+        request: ExportTraceServiceRequest,
+    ) -> bool {
+        let refused = self
+            .2
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok();
+        let spans = request
+            .resource_spans
+            .iter()
+            .flat_map(|rs| &rs.scope_spans)
+            .map(|ss| ss.spans.len())
+            .sum();
+        self.1.lock().unwrap().push(ExportCall {
+            metadata,
+            spans,
+            refused,
+        });
+        if refused {
+            return false;
+        }
         let mut out = Vec::new();
-        for rs in request.into_inner().resource_spans {
+        for rs in request.resource_spans {
             let service = rs
                 .resource
                 .iter()
@@ -83,7 +159,95 @@ impl TraceService for Sink {
             }
         }
         self.0.lock().unwrap().extend(out);
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+        true
+    }
+}
+
+/// The OTLP/HTTP listener's TLS: the receiver's certificate, and a client certificate from
+/// `client_ca` required when given.
+fn https_config(cert: &str, key: &str, client_ca: Option<&str>) -> rustls::ServerConfig {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
+        .collect::<Result<_, _>>()
+        .expect("the receiver's certificate");
+    let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("the receiver's key");
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(c.expect("the client CA")).expect("the client CA");
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                std::sync::Arc::new(roots),
+                provider,
+            )
+            .build()
+            .expect("the client verifier");
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .expect("the receiver's certificate and key");
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config
+}
+
+/// Serves `app` over TLS until `stop`; a failed handshake only drops its connection.
+async fn serve_https(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: rustls::ServerConfig,
+    stop: CancellationToken,
+) {
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(tls));
+    loop {
+        let tcp = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(_) => continue,
+            },
+            () = stop.cancelled() => return,
+        };
+        let (acceptor, app) = (acceptor.clone(), app.clone());
+        tokio::spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+        });
+    }
+}
+
+/// OTLP/HTTP (`http/protobuf`): `POST /v1/traces` with an uncompressed protobuf body; the
+/// request headers are the call's metadata.
+async fn http_export(
+    axum::extract::State(sink): axum::extract::State<Sink>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> axum::http::StatusCode {
+    use prost::Message as _;
+    let Ok(request) = ExportTraceServiceRequest::decode(body) else {
+        return axum::http::StatusCode::BAD_REQUEST;
+    };
+    let metadata = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    if sink.ingest(metadata, request) {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
     }
 }
 
@@ -104,31 +268,93 @@ fn hex(bytes: &[u8]) -> String {
 /// The running receiver; stops when dropped.
 pub struct OtlpReceiver {
     pub addr: SocketAddr,
+    /// The OTLP/HTTP listener (TLS too when the options say so).
+    pub http_addr: SocketAddr,
+    tls: bool,
     sink: Sink,
     stop: CancellationToken,
 }
 
 impl OtlpReceiver {
     pub async fn start() -> Self {
+        Self::start_with(ReceiverOptions::default()).await
+    }
+
+    pub async fn start_with(options: ReceiverOptions) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("a loopback port for the OTLP receiver");
         let addr = listener.local_addr().expect("its address");
         let sink = Sink::default();
+        sink.2.store(options.fail_first, Ordering::Relaxed);
         let stop = CancellationToken::new();
-        let server = tonic::transport::Server::builder()
-            .add_service(TraceServiceServer::new(sink.clone()))
+        let mut builder = tonic::transport::Server::builder();
+        if let Some((cert, key)) = &options.tls {
+            let mut tls = tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(cert.as_bytes(), key.as_bytes()),
+            );
+            if let Some(ca) = &options.client_ca {
+                tls = tls.client_ca_root(tonic::transport::Certificate::from_pem(ca.as_bytes()));
+            }
+            builder = builder
+                .tls_config(tls)
+                .expect("the receiver's TLS configuration");
+        }
+        let server = builder
+            .add_service(
+                TraceServiceServer::new(sink.clone())
+                    .accept_compressed(tonic::codec::CompressionEncoding::Gzip),
+            )
             .serve_with_incoming_shutdown(
                 tonic::transport::server::TcpIncoming::from(listener),
                 stop.clone().cancelled_owned(),
             );
         tokio::spawn(server);
-        Self { addr, sink, stop }
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a loopback port for the OTLP/HTTP receiver");
+        let http_addr = http.local_addr().expect("its address");
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(http_export))
+            .with_state(sink.clone());
+        let stopped = stop.clone();
+        match &options.tls {
+            None => {
+                tokio::spawn(async move {
+                    let _ = axum::serve(http, app)
+                        .with_graceful_shutdown(stopped.cancelled_owned())
+                        .await;
+                });
+            }
+            Some((cert, key)) => {
+                let tls = https_config(cert, key, options.client_ca.as_deref());
+                tokio::spawn(serve_https(http, app, tls, stopped));
+            }
+        }
+        Self {
+            addr,
+            http_addr,
+            tls: options.tls.is_some(),
+            sink,
+            stop,
+        }
     }
 
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver.
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver (`https://` when it serves TLS).
     pub fn endpoint(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` for this receiver's OTLP/HTTP listener (`http/protobuf`).
+    pub fn http_endpoint(&self) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}", self.http_addr)
+    }
+
+    /// Every export call so far, refused ones included.
+    pub fn calls(&self) -> Vec<ExportCall> {
+        self.sink.1.lock().unwrap().clone()
     }
 
     pub fn spans(&self) -> Vec<ReceivedSpan> {

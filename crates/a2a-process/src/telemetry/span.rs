@@ -18,9 +18,22 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Context, ContextGuard, Key, KeyValue, Value};
 
+thread_local! {
+    /// Set while a [`TraceSpan`] is built: the SDK's sampler keeps it (the request was sampled
+    /// before it was built), where a bridged `tracing` span only follows its parent.
+    static BUILDING_OURS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the span the SDK is sampling now is a [`TraceSpan`].
+#[cfg_attr(not(feature = "export"), allow(dead_code))]
+pub(super) fn building_ours() -> bool {
+    BUILDING_OURS.get()
+}
+
 /// The name of the span a context carries, for JSON log lines (`span`); stored only while
 /// they are on, since nothing else reads it.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "export"), allow(dead_code))] // read by the JSON log lines
 pub(super) struct SpanName(pub(super) Cow<'static, str>);
 
 /// One span of ours, or nothing (traces off, the request not sampled, or no traced parent):
@@ -46,7 +59,7 @@ impl TraceSpan {
         }
     }
 
-    fn start_with(
+    pub(super) fn start_with(
         tracer: &opentelemetry_sdk::trace::SdkTracer,
         name: impl Into<Cow<'static, str>>,
         kind: SpanKind,
@@ -58,7 +71,10 @@ impl TraceSpan {
         let builder = SpanBuilder::from_name(name)
             .with_kind(kind)
             .with_attributes(attributes);
-        let cx = parent.with_span(tracer.build_with_context(builder, parent));
+        BUILDING_OURS.set(true);
+        let span = tracer.build_with_context(builder, parent);
+        BUILDING_OURS.set(false);
+        let cx = parent.with_span(span);
         Self(Some(match label {
             Some(label) => cx.with_value(label),
             None => cx,
@@ -268,6 +284,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "export")]
     fn warnings_and_errors_in_a_span_become_its_events() {
         use tracing_subscriber::Layer as _;
         use tracing_subscriber::layer::SubscriberExt;
@@ -283,8 +300,8 @@ mod tests {
             &Context::new(),
         );
         // As `init` installs it.
-        let events =
-            super::super::SpanEvents.with_filter(tracing_subscriber::filter::LevelFilter::WARN);
+        let events = super::super::setup::SpanEvents
+            .with_filter(tracing_subscriber::filter::LevelFilter::WARN);
         tracing::subscriber::with_default(tracing_subscriber::registry().with(events), || {
             tracing::warn!("outside any span");
             let _in = span.enter();
@@ -334,7 +351,7 @@ mod tests {
             vec![KeyValue::new("rpc.method", "SendMessage")],
             &remote,
         );
-        server.set_str("a2a.task_id", "t1");
+        server.set_str("a2a.task.id", "t1");
         assert!(!TraceSpan::is_any_current());
         let child = server
             .in_span(async {
@@ -367,7 +384,7 @@ mod tests {
                 .find(|kv| kv.key.as_str() == k)
                 .map(|kv| kv.value.to_string())
         };
-        assert_eq!(attr(send, "a2a.task_id").as_deref(), Some("t1"));
+        assert_eq!(attr(send, "a2a.task.id").as_deref(), Some("t1"));
         assert_eq!(attr(send, "late"), None, "set after the end");
         assert_eq!(
             tp,

@@ -124,7 +124,7 @@ pub async fn handle(
     };
     let mut response = match outcome {
         Ok(Outcome::Json(body)) => {
-            call.ok();
+            call.ok_sized(body.len());
             json_response(body)
         }
         Ok(Outcome::Stream(events, dialect, end)) => {

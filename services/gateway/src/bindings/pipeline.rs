@@ -60,6 +60,15 @@ impl Binding {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// The binding as the A2A specification names it (`a2a.protocol.binding`).
+    fn protocol_binding(self) -> &'static str {
+        match self {
+            Binding::JsonRpc => "JSONRPC",
+            Binding::Rest => "HTTP+JSON",
+            Binding::Grpc => "GRPC",
+        }
+    }
 }
 
 /// The A2A methods, spelled as in JSON-RPC and gRPC, and the gateway's own `ListAgents`
@@ -187,7 +196,7 @@ impl Call {
         self.status = Some(status);
     }
 
-    /// The call's SERVER span, for attributes only the operation knows (`a2a.task_id`, ...).
+    /// The call's SERVER span, for attributes only the operation knows (`a2a.task.id`, ...).
     pub fn span(&self) -> &TraceSpan {
         static NONE: TraceSpan = TraceSpan::NONE;
         self.span.get().unwrap_or(&NONE)
@@ -251,6 +260,7 @@ impl Call {
             ctx.traceparent = Some(telemetry::unsampled_traceparent(parent.as_ref()));
         }
         ctx.span = self.span().clone();
+        ctx.span.set("a2a.protocol.version", ctx.dialect.as_str());
         let creds = Credentials {
             headers,
             query,
@@ -280,6 +290,14 @@ impl Call {
 
     /// Records a call answered with success.
     pub fn ok(mut self) {
+        self.record("ok");
+    }
+
+    /// Records a call answered with success and a body of `bytes` (the HTTP bindings' JSON).
+    pub fn ok_sized(mut self, bytes: usize) {
+        if let Some(h) = semconv(Semconv::BodySize, self.binding, self.method) {
+            h.record(bytes as f64);
+        }
         self.record("ok");
     }
 
@@ -343,9 +361,16 @@ impl Call {
     pub fn stream(mut self, events: EventStream) -> EventStream {
         self.record("ok");
         let open = OpenStream::new(self.binding);
+        let mut meter = StreamMeter {
+            binding: self.binding,
+            method: self.method,
+            started: self.started,
+            events: 0,
+        };
         events
             .map(move |item| {
                 let _held = &open;
+                meter.event();
                 item
             })
             .boxed()
@@ -392,7 +417,17 @@ impl Call {
         };
         if outcome == "ok" {
             ok.increment(1);
+            if let Some(h) = semconv(Semconv::Duration, self.binding, self.method) {
+                h.record(elapsed.as_secs_f64());
+            }
         } else {
+            metrics::histogram!(
+                "a2a_server_operation_duration_seconds",
+                "a2a_method_name" => method,
+                "a2a_protocol_binding" => self.binding.protocol_binding(),
+                "error_type" => outcome,
+            )
+            .record(elapsed.as_secs_f64());
             metrics::counter!(
                 "a2a_requests_total",
                 "binding" => binding,
@@ -409,6 +444,68 @@ impl Call {
 /// resolved once: they are recorded on every call.
 static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; METHODS.len() + 1]; 3] =
     [const { [const { Cached::new() }; METHODS.len() + 1] }; 3];
+
+/// The A2A semantic conventions' server metrics (OpenTelemetry draft, Prometheus naming;
+/// README, Metrics) of each binding × method, each resolved once, when first recorded (so a
+/// unary method has no empty streaming series).
+#[derive(Clone, Copy)]
+enum Semconv {
+    /// A success's operation duration (failures carry `error_type` and are looked up).
+    Duration,
+    /// The JSON body of a success (the HTTP bindings').
+    BodySize,
+    /// From the request's arrival to its stream's first event.
+    FirstEvent,
+    /// Events a stream carried, recorded when it drops.
+    Events,
+}
+
+type Handles = [[Cached<Histogram>; METHODS.len() + 1]; 3];
+
+static SEMCONV_METRICS: [Handles; 4] =
+    [const { [const { [const { Cached::new() }; METHODS.len() + 1] }; 3] }; 4];
+
+fn semconv(which: Semconv, binding: Binding, method: usize) -> Option<&'static Histogram> {
+    let name = METHODS.get(method).copied().unwrap_or(UNKNOWN_METHOD);
+    let b = binding.protocol_binding();
+    SEMCONV_METRICS[which as usize][binding.index()][method].get(|| {
+        let metric = match which {
+            Semconv::Duration => "a2a_server_operation_duration_seconds",
+            Semconv::BodySize => "a2a_server_response_body_size_bytes",
+            Semconv::FirstEvent => "a2a_server_streaming_time_to_first_event_seconds",
+            Semconv::Events => "a2a_server_streaming_events",
+        };
+        metrics::histogram!(metric, "a2a_method_name" => name, "a2a_protocol_binding" => b)
+    })
+}
+
+/// A stream's events so far and when its call started, for the streaming metrics (recorded
+/// when the stream drops: the client went away or the stream ended).
+struct StreamMeter {
+    binding: Binding,
+    method: usize,
+    started: Instant,
+    events: u64,
+}
+
+impl StreamMeter {
+    fn event(&mut self) {
+        if self.events == 0
+            && let Some(h) = semconv(Semconv::FirstEvent, self.binding, self.method)
+        {
+            h.record(self.started.elapsed().as_secs_f64());
+        }
+        self.events += 1;
+    }
+}
+
+impl Drop for StreamMeter {
+    fn drop(&mut self) {
+        if let Some(h) = semconv(Semconv::Events, self.binding, self.method) {
+            h.record(self.events as f64);
+        }
+    }
+}
 
 impl Call {
     /// The SERVER span's outcome attributes, then its end (a stream's at its opening).
@@ -461,6 +558,8 @@ fn server_span(
         Binding::Rest => {}
     }
     attributes.push(KeyValue::new("rpc.method", method));
+    // The A2A semantic conventions (OpenTelemetry draft): the span is named after this too.
+    attributes.push(KeyValue::new("a2a.method.name", method));
     if let Some((m, route)) = http {
         attributes.push(KeyValue::new("http.request.method", m.clone()));
         attributes.push(KeyValue::new("http.route", route.clone()));

@@ -165,6 +165,8 @@ impl A2aService {
                     }
                 }
                 trim_history(&mut task, opts.history_length);
+                ctx.span
+                    .set("a2a.task.state", state_of(&task).as_str_name());
                 send_message_response::Payload::Task(task)
             }
         };
@@ -300,11 +302,14 @@ impl A2aService {
         };
         ctx.span.set_all(|| {
             [
-                KeyValue::new("a2a.task_id", message.task_id.clone()),
-                KeyValue::new("a2a.context_id", message.context_id.clone()),
+                KeyValue::new("a2a.task.id", message.task_id.clone()),
+                KeyValue::new("gen_ai.conversation.id", message.context_id.clone()),
                 KeyValue::new("a2a.agent", agent_names(agent.name()).agent),
             ]
         });
+        if !req.tenant.is_empty() {
+            ctx.span.set_str("a2a.tenant", &req.tenant);
+        }
         if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
             let skills = agent.skills();
             auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
@@ -791,7 +796,7 @@ impl A2aService {
         let span = if self.inner.bus.is_remote() {
             TraceSpan::start_in_current("publish", SpanKind::Producer, || {
                 vec![
-                    KeyValue::new("a2a.task_id", task_id.to_owned()),
+                    KeyValue::new("a2a.task.id", task_id.to_owned()),
                     KeyValue::new("a2a.seq", first as i64),
                 ]
             })
@@ -846,8 +851,8 @@ fn turn_span(turn: &Turn) -> TraceSpan {
     }
     let names = agent_names(turn.agent.name());
     let attributes = vec![
-        KeyValue::new("a2a.task_id", turn.request.task_id.clone()),
-        KeyValue::new("a2a.context_id", turn.request.context_id.clone()),
+        KeyValue::new("a2a.task.id", turn.request.task_id.clone()),
+        KeyValue::new("gen_ai.conversation.id", turn.request.context_id.clone()),
         KeyValue::new("a2a.agent", names.agent),
         KeyValue::new("a2a.turn", i64::from(turn.request.turn)),
         KeyValue::new("a2a.resumed", turn.resume != Resume::No),

@@ -35,7 +35,10 @@ impl A2aService {
         req: GetTaskRequest,
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
-        ctx.span.set_str("a2a.task_id", &req.id);
+        ctx.span.set_str("a2a.task.id", &req.id);
+        if !req.tenant.is_empty() {
+            ctx.span.set_str("a2a.tenant", &req.tenant);
+        }
         let history = validate::history_length(req.history_length, "historyLength")?;
         self.inner
             .store
@@ -103,7 +106,10 @@ impl A2aService {
     ) -> Result<Task, A2aError> {
         validate::required_id(&req.id, "id")?;
         validate::finite_metadata(req.metadata.as_ref())?;
-        ctx.span.set_str("a2a.task_id", &req.id);
+        ctx.span.set_str("a2a.task.id", &req.id);
+        if !req.tenant.is_empty() {
+            ctx.span.set_str("a2a.tenant", &req.tenant);
+        }
         let store = &self.inner.store;
         // Set once another replica was asked and did not answer: no turn runs anywhere.
         let mut asked_others = false;
@@ -210,7 +216,10 @@ impl A2aService {
     ) -> Result<EventStream, A2aError> {
         self.require_streaming()?;
         validate::required_id(&req.id, "id")?;
-        ctx.span.set_str("a2a.task_id", &req.id);
+        ctx.span.set_str("a2a.task.id", &req.id);
+        if !req.tenant.is_empty() {
+            ctx.span.set_str("a2a.tenant", &req.tenant);
+        }
         let permit = self.stream_permit(ctx)?;
         // Subscribe before reading the snapshot, so nothing falls between the two.
         let bus = self.subscribe_bus(&req.id).await?;

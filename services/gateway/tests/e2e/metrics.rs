@@ -117,6 +117,63 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         &[("result", "replayed")],
         1.0,
     );
+    // The A2A semantic conventions' server metrics (OpenTelemetry draft, Prometheus naming).
+    for binding in ["JSONRPC", "HTTP+JSON", "GRPC"] {
+        let b = ("a2a_protocol_binding", binding);
+        let send = ("a2a_method_name", "SendMessage");
+        grew(
+            "a2a_server_operation_duration_seconds_count",
+            &[b, send],
+            1.0,
+        );
+        grew(
+            "a2a_server_operation_duration_seconds_count",
+            &[
+                b,
+                ("a2a_method_name", "GetTask"),
+                ("error_type", "TASK_NOT_FOUND"),
+            ],
+            1.0,
+        );
+    }
+    for binding in ["JSONRPC", "HTTP+JSON"] {
+        grew(
+            "a2a_server_response_body_size_bytes_count",
+            &[
+                ("a2a_protocol_binding", binding),
+                ("a2a_method_name", "SendMessage"),
+            ],
+            1.0,
+        );
+    }
+    let streams = [
+        ("a2a_protocol_binding", "JSONRPC"),
+        ("a2a_method_name", "SendStreamingMessage"),
+    ];
+    grew(
+        "a2a_server_streaming_time_to_first_event_seconds_count",
+        &streams,
+        2.0,
+    );
+    // A stream's count is recorded when the server drops it, just after its last event went.
+    let mut counted = Scrape::take(&gw).await;
+    for _ in 0..50 {
+        if counted.value("a2a_server_streaming_events_count", &streams)
+            - before.value("a2a_server_streaming_events_count", &streams)
+            >= 2.0
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        counted = Scrape::take(&gw).await;
+    }
+    let count = |suffix: &str| {
+        let name = format!("a2a_server_streaming_events_{suffix}");
+        counted.value(&name, &streams) - before.value(&name, &streams)
+    };
+    assert!(count("count") >= 2.0, "{}", counted.text);
+    // Events: at least the one of the echo stream and the four of the chunked one.
+    assert!(count("sum") >= 5.0, "{}", counted.text);
     let echo = ("agent", "echo");
     grew("a2a_tasks_created_total", &[echo], 5.0);
     grew(
@@ -145,6 +202,26 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
     if std::env::var("A2A_E2E_STORE").as_deref() == Ok("postgres") {
         assert!(after.has("a2a_store_pool_connections", &[("state", "idle")]));
         grew("a2a_bus_delivery_lag_seconds_count", &[], 1.0);
+    }
+
+    // The README's catalogue names every series the gateway exports.
+    let readme = include_str!("../../../../README.md");
+    let section = readme
+        .split("\n## Metrics\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("a Metrics section");
+    for line in after.text.lines() {
+        if let Some(name) = line
+            .strip_prefix("# TYPE ")
+            .and_then(|l| l.split_whitespace().next())
+            .filter(|n| n.starts_with("a2a_"))
+        {
+            assert!(
+                section.contains(&format!("`{name}`")),
+                "README's Metrics section misses {name}"
+            );
+        }
     }
 
     // The probes are on the admin listener too.

@@ -14,6 +14,8 @@ use serde_json::{Value, json};
 
 use crate::harness::{SseStream, script_message};
 
+mod export;
+
 /// A gateway binary; killed when dropped. Keeps every stdout line.
 struct Gateway {
     _child: Stopped,
@@ -198,8 +200,12 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
     assert_eq!(server.attr("http.response.status_code"), Some("200"));
     assert_eq!(server.attr("a2a.binding"), Some("jsonrpc"));
     assert_eq!(server.attr("a2a.agent"), Some("up"));
-    let task_id = server.attr("a2a.task_id").expect("a2a.task_id").to_owned();
-    assert!(server.attr("a2a.context_id").is_some_and(|c| !c.is_empty()));
+    let task_id = server.attr("a2a.task.id").expect("a2a.task.id").to_owned();
+    assert!(
+        server
+            .attr("gen_ai.conversation.id")
+            .is_some_and(|c| !c.is_empty())
+    );
     assert_eq!(server.attr("error.type"), None);
 
     // The turn: child of the SERVER span (it outlives the request).
@@ -207,7 +213,7 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
         s.service == "front-gw" && s.name == "turn up"
     });
     assert!(is_child(turn, server), "{turn:#?} under {server:#?}");
-    assert_eq!(turn.attr("a2a.task_id"), Some(task_id.as_str()));
+    assert_eq!(turn.attr("a2a.task.id"), Some(task_id.as_str()));
 
     // The upstream call: a CLIENT span under the turn, and the upstream's SERVER span under it.
     let call = one(&spans, "upstream CLIENT span", |s| {
@@ -243,7 +249,7 @@ async fn one_trace_runs_from_the_client_through_the_gateway_and_its_upstream_to_
     assert!(!delivers.is_empty());
     for d in &delivers {
         assert!(is_child(d, turn), "{d:#?} under {turn:#?}");
-        assert_eq!(d.attr("a2a.task_id"), Some(task_id.as_str()));
+        assert_eq!(d.attr("a2a.task.id"), Some(task_id.as_str()));
         assert_eq!(d.attr("http.response.status_code"), Some("200"));
     }
     for r in webhook.requests() {

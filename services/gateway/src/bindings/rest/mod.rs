@@ -169,7 +169,7 @@ async fn handle(
     };
     let mut response = match outcome {
         Ok(Reply::Json(bytes)) => {
-            call.ok();
+            call.ok_sized(bytes.len());
             let media = if accepts_a2a_json(&headers) {
                 A2A_JSON
             } else {
