@@ -3,25 +3,29 @@
 //! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
 //! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
 //! task's terminal event) and to the worker stream `{prefix}events`, which the push worker reads
-//! through a consumer group. Every key is thus bounded: a task stream by its MAXLEN and its
+//! through a consumer group (and no gateway reads). Every key is thus bounded: a task stream by its MAXLEN and its
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
 //! MAXLEN. Each entry carries the task id (`t`), the sequence
 //! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
 //! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
-//! `subscribe` costs neither a connection nor a Redis command per event: one reader task per bus
-//! follows `{prefix}events` (every event of every task, in commit order) with a single
-//! `XREAD BLOCK` and hands each entry to the local subscribers of its task through bounded
-//! channels. The work per event is therefore the same for 1 or 10,000 subscribers (an XREAD over
-//! one stream per subscribed task would grow with every subscription); the price is that every
-//! replica reads every event, which is small next to what it takes to commit them. Events
-//! published by this process reach its own subscribers of their task as soon as Redis has taken
-//! them (with their entry ids, so the reader skips them there): a blocking send, whose follower
-//! is on the replica that runs its turn, waits for no XREAD. While the reader runs, a subscription
-//! starts where it has read to, without a Redis command. A subscriber
-//! that falls behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and
-//! re-reads the event log; the reader reconnects with backoff.
+//! A replica reads the events of the tasks its own clients follow, and nothing else: one reader
+//! task per bus issues one `XREAD BLOCK` at a time over the streams of the tasks followed here
+//! (at most [`MAX_FOLLOWED_TASKS`]), the control stream and the process's wake-up stream
+//! `{prefix}wake:{uuid}`, and hands each entry to the local subscribers of its task through
+//! bounded channels. An idle replica thus costs one XREAD a second whatever the others do, and
+//! Redis sends each event only to the replicas that follow its task. The first subscription to
+//! a task reads the stream's last entry id (one command) as its position and, when the reader is
+//! blocked in an XREAD without that task's key, adds an entry to the wake-up stream so the
+//! next XREAD includes it; a further subscription to a task already read starts where the
+//! reader has read to, without a Redis command. The reader reads each stream from its earliest
+//! subscriber's position, so nothing published after a subscription is missed and a reconnect
+//! loses nothing Redis still holds. Events published by this process reach its own subscribers
+//! of their task as soon as Redis has taken them (with their entry ids, so the reader skips
+//! them there): a blocking send, whose follower is on the replica that runs its turn, waits for
+//! no XREAD. A subscriber that falls behind, or any subscriber while Redis is unreachable, gets
+//! [`BusItem::Lagged`] and re-reads the event log; the reader reconnects with backoff.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,6 +71,11 @@ const CONTROL_MAXLEN: usize = 1000;
 /// clock skew with the Redis server does not lose the first ones; replaying a cancel for a turn
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
+/// Tasks one process follows at once (the keys of the reader's XREAD); a subscription to one
+/// more is refused as if Redis were unreachable (`a2a_bus_follow_refused_total`).
+pub const MAX_FOLLOWED_TASKS: usize = 10_000;
+/// The reader's wake-up stream outlives its last wake-up by this long.
+const WAKE_TTL_SECS: u64 = 60;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Tasks whose last unpublished event the bus keeps for republishing (bounds the memory of a
 /// long outage; beyond it, new tasks' events are left to the event log).
@@ -102,19 +111,39 @@ impl From<Queued> for BusItem {
 
 struct Subscriber {
     tx: mpsc::Sender<Queued>,
-    /// The last entry of `{prefix}events` this subscriber has seen (or the stream's end when it
-    /// subscribed): entries up to it were published before the subscription and are skipped.
+    /// The last entry of the task's stream this subscriber has seen (or the stream's end when
+    /// it subscribed): entries up to it were published before the subscription and are skipped.
     last: StreamId,
+}
+
+/// The local subscribers of one task, whose stream the reader reads.
+#[derive(Default)]
+struct Followed {
+    subs: HashMap<u64, Subscriber>,
+    /// The last entry of the task's stream that has been handed to every current subscriber
+    /// (read by the reader, or the stream's end when the task was first followed): a
+    /// subscription registered now gets every entry after it, which includes everything
+    /// published from now on, so it needs no Redis command. `None` while unknown (the reader
+    /// lost Redis).
+    read_to: Option<StreamId>,
+}
+
+impl Followed {
+    /// Where the reader reads this task's stream from: the earliest subscriber's position.
+    fn position(&self) -> Option<StreamId> {
+        self.subs.values().map(|s| s.last).min()
+    }
 }
 
 #[derive(Default)]
 struct Registry {
-    /// Subscribers by task id, then by subscription id.
-    tasks: HashMap<String, HashMap<u64, Subscriber>>,
-    /// The last entry of `{prefix}events` the reader has fanned out (or found nothing after),
-    /// while its connection is healthy: a subscription registered now gets every entry after
-    /// it, which includes everything published from now on, so it needs no Redis command.
-    read_to: Option<StreamId>,
+    /// Followed tasks by id (at most [`MAX_FOLLOWED_TASKS`]).
+    tasks: HashMap<String, Followed>,
+    /// The reader has sent an XREAD over the tasks followed when it was sent: a task followed
+    /// since must wake it (see [`RedisEventBus::wake_reader`]).
+    reading: bool,
+    /// A wake-up has been sent for the XREAD in flight.
+    woken: bool,
 }
 
 struct Shared {
@@ -128,6 +157,11 @@ struct Shared {
     unpublished: Mutex<HashMap<String, BusEvent>>,
     /// Whether a republisher task runs.
     republishing: AtomicBool,
+    /// This process's wake-up stream, in every XREAD of the reader: an entry added to it ends
+    /// the XREAD in flight so the next one includes a task followed since.
+    wake_key: String,
+    /// Entries of task streams the reader has read (for tests; `a2a_bus_entries_read_total`).
+    entries_read: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -161,6 +195,8 @@ impl RedisEventBus {
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
             unpublished: Mutex::default(),
             republishing: AtomicBool::new(false),
+            wake_key: format!("{prefix}wake:{}", uuid::Uuid::new_v4().simple()),
+            entries_read: AtomicU64::new(0),
         });
         let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
         Ok(Self {
@@ -194,7 +230,7 @@ impl RedisEventBus {
     /// Appends `events` (one task's, in order) to the task's stream and to `{prefix}events`, in
     /// one pipeline: one round trip whatever their number, and one expiry refresh (the last
     /// event's, which a terminal event shortens).
-    /// Returns the ids of the `{prefix}events` entries, in order.
+    /// Returns the ids of the task stream's entries, in order.
     async fn append(&self, events: &[BusEvent]) -> Result<Vec<StreamId>, BusError> {
         let Some(last) = events.last() else {
             return Ok(Vec::new());
@@ -220,14 +256,14 @@ impl RedisEventBus {
                 .arg(TASK_MAXLEN)
                 .arg("*")
                 .arg(&fields[..])
-                .ignore()
                 .cmd("XADD")
                 .arg(&all)
                 .arg("MAXLEN")
                 .arg("~")
                 .arg(EVENTS_MAXLEN)
                 .arg("*")
-                .arg(&fields[..]);
+                .arg(&fields[..])
+                .ignore();
         }
         let ttl = match event_state(&last.event).is_some_and(is_terminal) {
             true => TERMINAL_TASK_TTL_SECS,
@@ -310,14 +346,41 @@ impl RedisEventBus {
             return;
         };
         let mut registry = self.shared.registry.lock().expect("bus lock");
-        let Some(subs) = registry.tasks.get_mut(task_id) else {
+        let Some(followed) = registry.tasks.get_mut(task_id) else {
             return;
         };
         for (event, &id) in events.iter().zip(ids) {
-            deliver(subs, id, &Arc::new(event.clone()));
+            deliver(&mut followed.subs, id, &Arc::new(event.clone()));
         }
-        if subs.is_empty() {
+        if followed.subs.is_empty() {
             registry.tasks.remove(task_id);
+        }
+    }
+
+    /// Ends the reader's XREAD in flight, whose keys lack a task followed since: an entry in
+    /// this process's wake-up stream, which every XREAD of the reader includes. Should it fail,
+    /// the reader includes the task in its next XREAD, within [`BLOCK_MS`].
+    async fn wake_reader(&self) {
+        let Ok(mut conn) = self.conn().await else {
+            return;
+        };
+        let woke: redis::RedisResult<()> = redis::pipe()
+            .cmd("XADD")
+            .arg(&self.shared.wake_key)
+            .arg("MAXLEN")
+            .arg(1)
+            .arg("*")
+            .arg("w")
+            .arg(1)
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(&self.shared.wake_key)
+            .arg(WAKE_TTL_SECS)
+            .ignore()
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = woke {
+            tracing::debug!(error = %e, "redis bus: cannot wake the reader");
         }
     }
 
@@ -352,8 +415,8 @@ impl RedisEventBus {
     }
 }
 
-/// The combined stream: every committed event of every task, read by each replica's reader and
-/// by the push worker's consumer group.
+/// The combined stream: every committed event of every task, read by the push worker's consumer
+/// group (the gateways read only the task streams they follow).
 pub fn events_key(prefix: &str) -> String {
     format!("{prefix}events")
 }
@@ -471,45 +534,65 @@ impl EventBus for RedisEventBus {
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
         let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
-        // While the reader runs, "from now on" is where it has read to: anything published after
-        // this call returns has a larger id, and the reader reaches it after this subscription
-        // is registered (entries published a moment before it may come too: followers skip
-        // sequence numbers they have). One lock, no round trip.
+        // A task already followed here: "from now on" is where the reader has read its stream
+        // to: anything published after this call returns has a larger id, and the reader reaches
+        // it after this subscription is registered (entries published a moment before it may
+        // come too: followers skip sequence numbers they have). One lock, no round trip.
         {
             let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
-            if let Some(last) = registry.read_to {
-                registry
-                    .tasks
-                    .entry(task_id.to_owned())
-                    .or_default()
-                    .insert(sub_id, Subscriber { tx, last });
+            if let Some(followed) = registry.tasks.get_mut(task_id)
+                && let Some(last) = followed.read_to
+            {
+                followed.subs.insert(sub_id, Subscriber { tx, last });
                 return Ok(self.subscription(task_id, sub_id, rx));
             }
+            if registry.tasks.len() >= MAX_FOLLOWED_TASKS {
+                metrics::counter!("a2a_bus_follow_refused_total").increment(1);
+                return Err(BusError::Unavailable(format!(
+                    "this process follows {MAX_FOLLOWED_TASKS} tasks already"
+                )));
+            }
         }
-        // The reader is not positioned yet (or reconnecting): "from now on" is the events
-        // stream's current last entry, which the reader reaches in order.
+        // A task newly followed (or the reader is reconnecting): "from now on" is the task
+        // stream's current last entry, which the reader reads from once it has the task's key.
+        let key = self.task_key(task_id);
         let last = match self.conn().await {
-            Ok(mut conn) => last_id(&mut conn, &events_key(&self.shared.prefix))
-                .await
-                .map_err(unavailable),
+            Ok(mut conn) => last_id(&mut conn, &key).await.map_err(unavailable),
             Err(e) => Err(e),
         };
-        let last = last.unwrap_or_else(|e| {
-            // Redis is down: the follower polls the log until it is back. Start from the clock
-            // (ids are server milliseconds); an older entry read later is a sequence number the
-            // follower already has and skips.
-            tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
-            let _ = tx.try_send(Queued::Lagged);
-            (now_ms(), 0)
-        });
-        self.shared
-            .registry
-            .lock()
-            .map_err(unavailable_lock)?
-            .tasks
-            .entry(task_id.to_owned())
-            .or_default()
-            .insert(sub_id, Subscriber { tx, last });
+        let (last, known) = match last {
+            Ok(last) => (last, true),
+            Err(e) => {
+                // Redis is down: the follower polls the log until it is back. Start from the
+                // clock (ids are server milliseconds); an older entry read later is a sequence
+                // number the follower already has and skips.
+                tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
+                let _ = tx.try_send(Queued::Lagged);
+                ((now_ms(), 0), false)
+            }
+        };
+        let wake = {
+            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
+            let new = !registry.tasks.contains_key(task_id);
+            if new && registry.tasks.len() >= MAX_FOLLOWED_TASKS {
+                metrics::counter!("a2a_bus_follow_refused_total").increment(1);
+                return Err(BusError::Unavailable(format!(
+                    "this process follows {MAX_FOLLOWED_TASKS} tasks already"
+                )));
+            }
+            let followed = registry.tasks.entry(task_id.to_owned()).or_default();
+            followed.subs.insert(sub_id, Subscriber { tx, last });
+            if new && known {
+                // The only subscriber has seen everything up to the stream's end.
+                followed.read_to = Some(last);
+            }
+            let wake = new && registry.reading && !registry.woken;
+            registry.woken |= wake;
+            wake
+        };
+        if wake {
+            self.wake_reader().await;
+        }
         Ok(self.subscription(task_id, sub_id, rx))
     }
 
@@ -554,23 +637,22 @@ struct Unsubscribe {
 impl Drop for Unsubscribe {
     fn drop(&mut self) {
         if let Ok(mut registry) = self.shared.registry.lock()
-            && let Some(subs) = registry.tasks.get_mut(&self.task_id)
+            && let Some(followed) = registry.tasks.get_mut(&self.task_id)
         {
-            subs.remove(&self.sub_id);
-            if subs.is_empty() {
+            followed.subs.remove(&self.sub_id);
+            if followed.subs.is_empty() {
                 registry.tasks.remove(&self.task_id);
             }
         }
     }
 }
 
-/// The reader: one connection, one XREAD at a time over the events and control streams.
+/// The reader: one connection, one XREAD at a time over the control stream, this process's
+/// wake-up stream and the streams of the tasks followed here.
 async fn read_loop(client: Client, shared: Arc<Shared>) {
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
-    // Where the reader is in `{prefix}events`; kept across reconnects so a short break loses
-    // nothing that Redis still holds.
-    let mut events_id: Option<StreamId> = None;
+    let mut wake_id = (0, 0);
     loop {
         let config = AsyncConnectionConfig::new()
             .set_response_timeout(Some(
@@ -592,7 +674,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
             }
         };
         backoff = Duration::from_millis(50);
-        let read = read_until_error(&mut conn, &shared, &mut events_id, &mut control_id).await;
+        let read = read_until_error(&mut conn, &shared, &mut control_id, &mut wake_id).await;
         if let Err(e) = read {
             tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
             metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
@@ -607,46 +689,49 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
 async fn read_until_error(
     conn: &mut MultiplexedConnection,
     shared: &Shared,
-    events_id: &mut Option<StreamId>,
     control_id: &mut StreamId,
+    wake_id: &mut StreamId,
 ) -> redis::RedisResult<()> {
-    let events = events_key(&shared.prefix);
     let control = control_key(&shared.prefix);
-    if events_id.is_none() {
-        // Start at the stream's end, or earlier if a subscription registered before this first
-        // read is positioned earlier: what was published after it subscribed must reach it.
-        let end = last_id(conn, &events).await?;
-        let earliest = {
-            let registry = shared.registry.lock().expect("bus lock");
+    let fmt = |(ms, seq): StreamId| format!("{ms}-{seq}");
+    loop {
+        // The followed tasks and where to read each from; a subscription made from now on to a
+        // task not among them wakes this XREAD (the reader's positions are its subscribers',
+        // so a break in the connection loses nothing that Redis still holds).
+        let followed: HashMap<String, (String, StreamId)> = {
+            let mut registry = shared.registry.lock().expect("bus lock");
+            registry.reading = true;
+            registry.woken = false;
             registry
                 .tasks
-                .values()
-                .flat_map(|subs| subs.values().map(|s| s.last))
-                .min()
+                .iter()
+                .filter_map(|(task, f)| {
+                    let at = f.position()?;
+                    Some((task_key(&shared.prefix, task), (task.clone(), at)))
+                })
+                .collect()
         };
-        *events_id = Some(earliest.map_or(end, |e| e.min(end)));
-    }
-    loop {
-        let (ems, eseq) = events_id.expect("positioned above");
-        let reply: Option<StreamReadReply> = redis::cmd("XREAD")
-            .arg("COUNT")
+        metrics::gauge!("a2a_bus_followed_tasks").set(followed.len() as f64);
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT")
             .arg(READ_COUNT)
             .arg("BLOCK")
             .arg(BLOCK_MS)
             .arg("STREAMS")
-            .arg(&events)
             .arg(&control)
-            .arg(format!("{ems}-{eseq}"))
-            .arg(format!("{}-{}", control_id.0, control_id.1))
-            .query_async(conn)
-            .await?;
-        let Some(reply) = reply else {
-            // Nothing after `events_id` within the block: the reader is at the stream's end.
-            shared.registry.lock().expect("bus lock").read_to = *events_id;
-            continue;
-        };
-        let mut fanned_out = false;
-        for stream in reply.keys {
+            .arg(&shared.wake_key);
+        for key in followed.keys() {
+            cmd.arg(key);
+        }
+        cmd.arg(fmt(*control_id)).arg(fmt(*wake_id));
+        for (_, at) in followed.values() {
+            cmd.arg(fmt(*at));
+        }
+        let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
+        let mut registry = shared.registry.lock().expect("bus lock");
+        registry.reading = false;
+        let mut returned: HashMap<&str, StreamId> = HashMap::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
             if stream.key == control {
                 for entry in &stream.ids {
                     *control_id = parse_id(&entry.id);
@@ -655,39 +740,52 @@ async fn read_until_error(
                         let _ = shared.control.send(Control::Cancel { task_id });
                     }
                 }
-            } else if stream.key == events {
+            } else if stream.key == shared.wake_key {
                 if let Some(last) = stream.ids.last() {
-                    *events_id = Some(parse_id(&last.id));
+                    *wake_id = parse_id(&last.id);
                 }
-                fan_out(shared, &stream.ids, *events_id);
-                fanned_out = true;
+            } else if let Some((key, (task, _))) = followed.get_key_value(&stream.key) {
+                if let Some(last) = stream.ids.last() {
+                    returned.insert(key.as_str(), parse_id(&last.id));
+                }
+                fan_out(shared, &mut registry, task, &stream.ids);
             }
         }
-        if !fanned_out {
-            shared.registry.lock().expect("bus lock").read_to = *events_id;
+        // Every entry of a followed stream up to what this XREAD returned of it (or, if it
+        // returned nothing of it, up to where it read from) has been handed over: a subscriber
+        // registered from now on starts there.
+        for (key, (task, at)) in &followed {
+            let to = returned.get(key.as_str()).copied().unwrap_or(*at);
+            if let Some(f) = registry.tasks.get_mut(task) {
+                f.read_to = Some(f.read_to.map_or(to, |r| r.max(to)));
+            }
         }
     }
 }
 
-/// Delivers entries of the events stream to the local subscribers of their tasks that have not
-/// seen them yet. Entries of tasks nobody here follows are skipped without being decoded.
-/// `read_to` is where the reader is once they are delivered (see [`Registry::read_to`]).
-fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId], read_to: Option<StreamId>) {
-    let mut registry = shared.registry.lock().expect("bus lock");
-    registry.read_to = read_to;
+/// Delivers entries of `task_id`'s stream to its local subscribers that have not seen them
+/// yet; entries every subscriber has seen (delivered when they were published in this process)
+/// are skipped without being decoded.
+fn fan_out(
+    shared: &Shared,
+    registry: &mut Registry,
+    task_id: &str,
+    entries: &[redis::streams::StreamId],
+) {
+    shared
+        .entries_read
+        .fetch_add(entries.len() as u64, Ordering::Relaxed);
+    metrics::counter!("a2a_bus_entries_read_total").increment(entries.len() as u64);
+    let Some(followed) = registry.tasks.get_mut(task_id) else {
+        return; // nobody follows it any more
+    };
     for entry in entries {
         let id = parse_id(&entry.id);
-        let Some(task_id) = entry.get::<String>("t") else {
-            tracing::warn!(id = %entry.id, "redis bus: skipping an entry without a task id");
-            continue;
-        };
-        let Some(subs) = registry.tasks.get_mut(&task_id) else {
-            continue;
-        };
+        let subs = &mut followed.subs;
         if subs.values().all(|sub| id <= sub.last) {
             continue; // handed over by `deliver_here` when it was published in this process
         }
-        let Some(event) = decode(entry) else {
+        let Some(event) = decode(entry).filter(|ev| ev.task_id == task_id) else {
             // The followers re-read the event log, which has the event.
             tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
             for sub in subs.values_mut() {
@@ -702,12 +800,13 @@ fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId], read_to: Optio
         metrics::histogram!("a2a_bus_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
         deliver(subs, id, &Arc::new(event));
         if subs.is_empty() {
-            registry.tasks.remove(&task_id);
+            registry.tasks.remove(task_id);
+            return;
         }
     }
 }
 
-/// Gives the entry `id` of `{prefix}events` (`event`) to the subscribers that have not seen it.
+/// Gives the entry `id` of its task's stream (`event`) to the subscribers that have not seen it.
 fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEvent>) {
     let terminal = event_state(&event.event).is_some_and(is_terminal);
     subs.retain(|_, sub| {
@@ -730,9 +829,12 @@ fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEve
 /// until it reads again are positioned by Redis itself (or told to read the log).
 fn lag_everyone(shared: &Shared) {
     if let Ok(mut registry) = shared.registry.lock() {
-        registry.read_to = None;
-        for sub in registry.tasks.values().flat_map(|s| s.values()) {
-            let _ = sub.tx.try_send(Queued::Lagged);
+        registry.reading = false;
+        for followed in registry.tasks.values_mut() {
+            followed.read_to = None;
+            for sub in followed.subs.values() {
+                let _ = sub.tx.try_send(Queued::Lagged);
+            }
         }
     }
 }
