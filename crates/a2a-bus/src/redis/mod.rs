@@ -10,11 +10,13 @@
 //! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
 //! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
-//! A replica reads the events of the tasks its own clients follow, and nothing else: one reader
-//! task per bus issues one `XREAD BLOCK` at a time over the streams of the tasks followed here
-//! (at most [`MAX_FOLLOWED_TASKS`]), the control stream and the process's wake-up stream
-//! `{prefix}wake:{uuid}`, and hands each entry to the local subscribers of its task through
-//! bounded channels. An idle replica thus costs one XREAD a second whatever the others do, and
+//! A replica reads the events of the tasks its own clients follow, and nothing else. The
+//! followed tasks are spread over [`READERS`] readers by a keyed hash of their id; a reader
+//! with tasks to read holds one connection and issues one `XREAD BLOCK` at a time over its
+//! wake-up stream `{prefix}wake:{uuid}:{n}` and the streams of its tasks (at most
+//! [`MAX_FOLLOWED_PER_READER`]), and hands each entry to the local subscribers of its task through
+//! bounded channels; one more reader follows the control stream. An idle replica thus costs one
+//! XREAD a second whatever the others do, and
 //! Redis sends each event only to the replicas that follow its task. The first subscription to
 //! a task reads the stream's last entry id (one command) as its position and, when the reader is
 //! blocked in an XREAD without that task's key, adds an entry to the wake-up stream so the
@@ -71,9 +73,17 @@ const CONTROL_MAXLEN: usize = 1000;
 /// clock skew with the Redis server does not lose the first ones; replaying a cancel for a turn
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
-/// Tasks one process follows at once (the keys of the reader's XREAD); a subscription to one
-/// more is refused as if Redis were unreachable (`a2a_bus_follow_refused_total`).
-pub const MAX_FOLLOWED_TASKS: usize = 10_000;
+/// Readers per process, each with its own connection (opened when it first has a task to read)
+/// and its share of the followed tasks, by a keyed hash of the task id: an XREAD names at most
+/// [`MAX_FOLLOWED_PER_READER`] streams, so what a reader sends per read stays small however many
+/// tasks the process follows.
+const READERS: usize = 32;
+/// Tasks one reader follows at once: a subscription to one more is refused as if Redis were
+/// unreachable (`a2a_bus_follow_refused_total`). Above [`MAX_FOLLOWED_TASKS`] / [`READERS`] so
+/// the hash's unevenness does not refuse before the process's limit.
+const MAX_FOLLOWED_PER_READER: usize = 512;
+/// Tasks one process follows at once; a subscription to one more is refused likewise.
+const MAX_FOLLOWED_TASKS: usize = 10_000;
 /// The reader's wake-up stream outlives its last wake-up by this long.
 const WAKE_TTL_SECS: u64 = 60;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -137,7 +147,7 @@ impl Followed {
 
 #[derive(Default)]
 struct Registry {
-    /// Followed tasks by id (at most [`MAX_FOLLOWED_TASKS`]).
+    /// Followed tasks by id (at most [`MAX_FOLLOWED_PER_READER`]).
     tasks: HashMap<String, Followed>,
     /// The reader has sent an XREAD over the tasks followed when it was sent: a task followed
     /// since must wake it (see [`RedisEventBus::wake_reader`]).
@@ -146,9 +156,21 @@ struct Registry {
     woken: bool,
 }
 
+/// One reader's share of the followed tasks.
+struct Shard {
+    registry: Mutex<Registry>,
+    /// This reader's wake-up stream, in every XREAD it sends: an entry added to it ends the
+    /// XREAD in flight so the next one includes a task followed since.
+    wake_key: String,
+    /// Wakes the reader when its first task is followed: it sends nothing while it has none.
+    notify: tokio::sync::Notify,
+}
+
 struct Shared {
     prefix: String,
-    registry: Mutex<Registry>,
+    shards: Box<[Shard]>,
+    /// Picks a task's shard; keyed per process.
+    hasher: std::hash::RandomState,
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
@@ -157,9 +179,8 @@ struct Shared {
     unpublished: Mutex<HashMap<String, BusEvent>>,
     /// Whether a republisher task runs.
     republishing: AtomicBool,
-    /// This process's wake-up stream, in every XREAD of the reader: an entry added to it ends
-    /// the XREAD in flight so the next one includes a task followed since.
-    wake_key: String,
+    /// Tasks followed in this process (`a2a_bus_followed_tasks`).
+    followed_tasks: std::sync::atomic::AtomicI64,
     /// Entries of task streams the reader has read (for tests; `a2a_bus_entries_read_total`).
     entries_read: AtomicU64,
 }
@@ -174,12 +195,31 @@ pub struct RedisEventBus {
     reader: Arc<ReaderHandle>,
 }
 
-/// Stops the reader task when the last clone of the bus is dropped.
-struct ReaderHandle(tokio::task::JoinHandle<()>);
+impl Shared {
+    /// Counts tasks newly followed (`a2a_bus_followed_tasks`).
+    fn followed(&self, n: i64) {
+        let now = self.followed_tasks.fetch_add(n, Ordering::Relaxed) + n;
+        metrics::gauge!("a2a_bus_followed_tasks").set(now as f64);
+    }
+
+    fn unfollowed(&self) {
+        self.followed(-1);
+    }
+
+    fn shard(&self, task_id: &str) -> &Shard {
+        use std::hash::BuildHasher;
+        &self.shards[(self.hasher.hash_one(task_id) % self.shards.len() as u64) as usize]
+    }
+}
+
+/// Stops the reader tasks when the last clone of the bus is dropped.
+struct ReaderHandle(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for ReaderHandle {
     fn drop(&mut self) {
-        self.0.abort();
+        for reader in &self.0 {
+            reader.abort();
+        }
     }
 }
 
@@ -188,22 +228,37 @@ impl RedisEventBus {
     /// Connects in the background; must run inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
         let client = Client::open(url).map_err(unavailable)?;
+        let id = uuid::Uuid::new_v4().simple();
         let shared = Arc::new(Shared {
             prefix: prefix.to_owned(),
-            registry: Mutex::default(),
+            shards: (0..READERS)
+                .map(|i| Shard {
+                    registry: Mutex::default(),
+                    wake_key: format!("{prefix}wake:{id}:{i}"),
+                    notify: tokio::sync::Notify::new(),
+                })
+                .collect(),
+            hasher: std::hash::RandomState::new(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
             unpublished: Mutex::default(),
             republishing: AtomicBool::new(false),
-            wake_key: format!("{prefix}wake:{}", uuid::Uuid::new_v4().simple()),
             entries_read: AtomicU64::new(0),
+            followed_tasks: Default::default(),
         });
-        let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
+        let mut readers = vec![tokio::spawn(control_loop(client.clone(), shared.clone()))];
+        for index in 0..READERS {
+            readers.push(tokio::spawn(read_loop(
+                client.clone(),
+                shared.clone(),
+                index,
+            )));
+        }
         Ok(Self {
             client,
             conn: Arc::default(),
             shared,
-            reader: Arc::new(ReaderHandle(reader)),
+            reader: Arc::new(ReaderHandle(readers)),
         })
     }
 
@@ -345,7 +400,12 @@ impl RedisEventBus {
         let Some(task_id) = events.first().map(|e| e.task_id.as_str()) else {
             return;
         };
-        let mut registry = self.shared.registry.lock().expect("bus lock");
+        let mut registry = self
+            .shared
+            .shard(task_id)
+            .registry
+            .lock()
+            .expect("bus lock");
         let Some(followed) = registry.tasks.get_mut(task_id) else {
             return;
         };
@@ -354,19 +414,20 @@ impl RedisEventBus {
         }
         if followed.subs.is_empty() {
             registry.tasks.remove(task_id);
+            self.shared.unfollowed();
         }
     }
 
     /// Ends the reader's XREAD in flight, whose keys lack a task followed since: an entry in
     /// this process's wake-up stream, which every XREAD of the reader includes. Should it fail,
     /// the reader includes the task in its next XREAD, within [`BLOCK_MS`].
-    async fn wake_reader(&self) {
+    async fn wake_reader(&self, wake_key: &str) {
         let Ok(mut conn) = self.conn().await else {
             return;
         };
         let woke: redis::RedisResult<()> = redis::pipe()
             .cmd("XADD")
-            .arg(&self.shared.wake_key)
+            .arg(wake_key)
             .arg("MAXLEN")
             .arg(1)
             .arg("*")
@@ -374,7 +435,7 @@ impl RedisEventBus {
             .arg(1)
             .ignore()
             .cmd("EXPIRE")
-            .arg(&self.shared.wake_key)
+            .arg(wake_key)
             .arg(WAKE_TTL_SECS)
             .ignore()
             .query_async(&mut conn)
@@ -408,10 +469,10 @@ impl RedisEventBus {
     pub fn open_channels(&self) -> usize {
         let _ = &self.reader;
         self.shared
-            .registry
-            .lock()
-            .map(|r| r.tasks.len())
-            .unwrap_or(0)
+            .shards
+            .iter()
+            .map(|shard| shard.registry.lock().map(|r| r.tasks.len()).unwrap_or(0))
+            .sum()
     }
 }
 
@@ -534,23 +595,28 @@ impl EventBus for RedisEventBus {
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
         let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
+        let shard = self.shared.shard(task_id);
         // A task already followed here: "from now on" is where the reader has read its stream
         // to: anything published after this call returns has a larger id, and the reader reaches
         // it after this subscription is registered (entries published a moment before it may
         // come too: followers skip sequence numbers they have). One lock, no round trip.
         {
-            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
+            let mut registry = shard.registry.lock().map_err(unavailable_lock)?;
             if let Some(followed) = registry.tasks.get_mut(task_id)
                 && let Some(last) = followed.read_to
             {
                 followed.subs.insert(sub_id, Subscriber { tx, last });
                 return Ok(self.subscription(task_id, sub_id, rx));
             }
-            if registry.tasks.len() >= MAX_FOLLOWED_TASKS {
+            if !registry.tasks.contains_key(task_id)
+                && (registry.tasks.len() >= MAX_FOLLOWED_PER_READER
+                    || self.shared.followed_tasks.load(Ordering::Relaxed)
+                        >= MAX_FOLLOWED_TASKS as i64)
+            {
                 metrics::counter!("a2a_bus_follow_refused_total").increment(1);
-                return Err(BusError::Unavailable(format!(
-                    "this process follows {MAX_FOLLOWED_TASKS} tasks already"
-                )));
+                return Err(BusError::Unavailable(
+                    "this process follows too many tasks".into(),
+                ));
             }
         }
         // A task newly followed (or the reader is reconnecting): "from now on" is the task
@@ -572,13 +638,20 @@ impl EventBus for RedisEventBus {
             }
         };
         let wake = {
-            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
+            let mut registry = shard.registry.lock().map_err(unavailable_lock)?;
             let new = !registry.tasks.contains_key(task_id);
-            if new && registry.tasks.len() >= MAX_FOLLOWED_TASKS {
+            if new
+                && (registry.tasks.len() >= MAX_FOLLOWED_PER_READER
+                    || self.shared.followed_tasks.load(Ordering::Relaxed)
+                        >= MAX_FOLLOWED_TASKS as i64)
+            {
                 metrics::counter!("a2a_bus_follow_refused_total").increment(1);
-                return Err(BusError::Unavailable(format!(
-                    "this process follows {MAX_FOLLOWED_TASKS} tasks already"
-                )));
+                return Err(BusError::Unavailable(
+                    "this process follows too many tasks".into(),
+                ));
+            }
+            if new {
+                self.shared.followed(1);
             }
             let followed = registry.tasks.entry(task_id.to_owned()).or_default();
             followed.subs.insert(sub_id, Subscriber { tx, last });
@@ -588,10 +661,14 @@ impl EventBus for RedisEventBus {
             }
             let wake = new && registry.reading && !registry.woken;
             registry.woken |= wake;
+            if new {
+                // Its reader may be waiting for a first task.
+                shard.notify.notify_one();
+            }
             wake
         };
         if wake {
-            self.wake_reader().await;
+            self.wake_reader(&shard.wake_key).await;
         }
         Ok(self.subscription(task_id, sub_id, rx))
     }
@@ -636,51 +713,99 @@ struct Unsubscribe {
 
 impl Drop for Unsubscribe {
     fn drop(&mut self) {
-        if let Ok(mut registry) = self.shared.registry.lock()
+        if let Ok(mut registry) = self.shared.shard(&self.task_id).registry.lock()
             && let Some(followed) = registry.tasks.get_mut(&self.task_id)
         {
             followed.subs.remove(&self.sub_id);
             if followed.subs.is_empty() {
                 registry.tasks.remove(&self.task_id);
+                self.shared.unfollowed();
             }
         }
     }
 }
 
-/// The reader: one connection, one XREAD at a time over the control stream, this process's
-/// wake-up stream and the streams of the tasks followed here.
-async fn read_loop(client: Client, shared: Arc<Shared>) {
+/// Reads the control stream: one connection, one XREAD at a time. Best effort: after a break
+/// it goes on from where it was (what Redis still holds).
+async fn control_loop(client: Client, shared: Arc<Shared>) {
+    let control = control_key(&shared.prefix);
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
-    let mut wake_id = (0, 0);
     loop {
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(
-                Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
-            ))
-            .set_connection_timeout(Some(Duration::from_secs(2)));
+        let read: redis::RedisResult<std::convert::Infallible> = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&reader_config())
+                .await?;
+            loop {
+                let reply: Option<StreamReadReply> = redis::cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(READ_COUNT)
+                    .arg("BLOCK")
+                    .arg(BLOCK_MS)
+                    .arg("STREAMS")
+                    .arg(&control)
+                    .arg(format!("{}-{}", control_id.0, control_id.1))
+                    .query_async(&mut conn)
+                    .await?;
+                backoff = Duration::from_millis(50);
+                for entry in reply.iter().flat_map(|r| &r.keys).flat_map(|k| &k.ids) {
+                    control_id = parse_id(&entry.id);
+                    if let Some(task_id) = entry.get::<String>("cancel") {
+                        // No listener is fine: nothing runs here to act on it.
+                        let _ = shared.control.send(Control::Cancel { task_id });
+                    }
+                }
+            }
+        }
+        .await;
+        let Err(e) = read;
+        tracing::debug!(error = %e, "redis bus: control reader failed; reconnecting");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn reader_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_response_timeout(Some(
+            Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
+        ))
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+}
+
+/// The reader of shard `index`: once the shard has a followed task, one connection and one XREAD
+/// at a time over its wake-up stream and the streams of its followed tasks.
+async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
+    let shard = &shared.shards[index];
+    let mut backoff = Duration::from_millis(50);
+    let mut wake_id = (0, 0);
+    // No connection until there is something to read.
+    while shard.registry.lock().is_ok_and(|r| r.tasks.is_empty()) {
+        shard.notify.notified().await;
+    }
+    loop {
         let mut conn = match client
-            .get_multiplexed_async_connection_with_config(&config)
+            .get_multiplexed_async_connection_with_config(&reader_config())
             .await
         {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
                 metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
-                lag_everyone(&shared);
+                lag_everyone(shard);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
         };
         backoff = Duration::from_millis(50);
-        let read = read_until_error(&mut conn, &shared, &mut control_id, &mut wake_id).await;
+        let read = read_until_error(&mut conn, &shared, shard, &mut wake_id).await;
         if let Err(e) = read {
             tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
             metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
             // Entries may have been missed while the connection was down: every follower
             // re-reads the event log, which is the record.
-            lag_everyone(&shared);
+            lag_everyone(shard);
             tokio::time::sleep(backoff).await;
         }
     }
@@ -689,18 +814,17 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
 async fn read_until_error(
     conn: &mut MultiplexedConnection,
     shared: &Shared,
-    control_id: &mut StreamId,
+    shard: &Shard,
     wake_id: &mut StreamId,
 ) -> redis::RedisResult<()> {
-    let control = control_key(&shared.prefix);
     let fmt = |(ms, seq): StreamId| format!("{ms}-{seq}");
     loop {
         // The followed tasks and where to read each from; a subscription made from now on to a
         // task not among them wakes this XREAD (the reader's positions are its subscribers',
         // so a break in the connection loses nothing that Redis still holds).
         let followed: HashMap<String, (String, StreamId)> = {
-            let mut registry = shared.registry.lock().expect("bus lock");
-            registry.reading = true;
+            let mut registry = shard.registry.lock().expect("bus lock");
+            registry.reading = !registry.tasks.is_empty();
             registry.woken = false;
             registry
                 .tasks
@@ -711,36 +835,31 @@ async fn read_until_error(
                 })
                 .collect()
         };
-        metrics::gauge!("a2a_bus_followed_tasks").set(followed.len() as f64);
+        if followed.is_empty() {
+            // Nothing to read: wait for a first task (the connection stays open).
+            shard.notify.notified().await;
+            continue;
+        }
         let mut cmd = redis::cmd("XREAD");
         cmd.arg("COUNT")
             .arg(READ_COUNT)
             .arg("BLOCK")
             .arg(BLOCK_MS)
             .arg("STREAMS")
-            .arg(&control)
-            .arg(&shared.wake_key);
+            .arg(&shard.wake_key);
         for key in followed.keys() {
             cmd.arg(key);
         }
-        cmd.arg(fmt(*control_id)).arg(fmt(*wake_id));
+        cmd.arg(fmt(*wake_id));
         for (_, at) in followed.values() {
             cmd.arg(fmt(*at));
         }
         let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
-        let mut registry = shared.registry.lock().expect("bus lock");
+        let mut registry = shard.registry.lock().expect("bus lock");
         registry.reading = false;
         let mut returned: HashMap<&str, StreamId> = HashMap::new();
         for stream in reply.map(|r| r.keys).unwrap_or_default() {
-            if stream.key == control {
-                for entry in &stream.ids {
-                    *control_id = parse_id(&entry.id);
-                    if let Some(task_id) = entry.get::<String>("cancel") {
-                        // No listener is fine: nothing runs here to act on it.
-                        let _ = shared.control.send(Control::Cancel { task_id });
-                    }
-                }
-            } else if stream.key == shared.wake_key {
+            if stream.key == shard.wake_key {
                 if let Some(last) = stream.ids.last() {
                     *wake_id = parse_id(&last.id);
                 }
@@ -801,6 +920,7 @@ fn fan_out(
         deliver(subs, id, &Arc::new(event));
         if subs.is_empty() {
             registry.tasks.remove(task_id);
+            shared.unfollowed();
             return;
         }
     }
@@ -827,8 +947,8 @@ fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEve
 
 /// The reader lost its connection: every follower re-reads the log, and subscriptions made
 /// until it reads again are positioned by Redis itself (or told to read the log).
-fn lag_everyone(shared: &Shared) {
-    if let Ok(mut registry) = shared.registry.lock() {
+fn lag_everyone(shard: &Shard) {
+    if let Ok(mut registry) = shard.registry.lock() {
         registry.reading = false;
         for followed in registry.tasks.values_mut() {
             followed.read_to = None;

@@ -205,6 +205,7 @@ async fn a_subscription_starts_where_the_reader_is() {
     let read_to = || {
         there
             .shared
+            .shard("t")
             .registry
             .lock()
             .unwrap()
