@@ -288,6 +288,7 @@ async fn an_unrelated_task_costs_nothing() {
         assert!(std::time::Instant::now() < deadline, "unfollowed");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(there.shared.followed_tasks.load(Ordering::Relaxed), 0);
 }
 
 /// Events published by this process reach its subscribers at once and the reader does not
