@@ -3,25 +3,31 @@
 //! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
 //! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
 //! task's terminal event) and to the worker stream `{prefix}events`, which the push worker reads
-//! through a consumer group. Every key is thus bounded: a task stream by its MAXLEN and its
+//! through a consumer group (and no gateway reads). Every key is thus bounded: a task stream by its MAXLEN and its
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
 //! MAXLEN. Each entry carries the task id (`t`), the sequence
 //! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
 //! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
-//! `subscribe` costs neither a connection nor a Redis command per event: one reader task per bus
-//! follows `{prefix}events` (every event of every task, in commit order) with a single
-//! `XREAD BLOCK` and hands each entry to the local subscribers of its task through bounded
-//! channels. The work per event is therefore the same for 1 or 10,000 subscribers (an XREAD over
-//! one stream per subscribed task would grow with every subscription); the price is that every
-//! replica reads every event, which is small next to what it takes to commit them. Events
-//! published by this process reach its own subscribers of their task as soon as Redis has taken
-//! them (with their entry ids, so the reader skips them there): a blocking send, whose follower
-//! is on the replica that runs its turn, waits for no XREAD. While the reader runs, a subscription
-//! starts where it has read to, without a Redis command. A subscriber
-//! that falls behind, or any subscriber while Redis is unreachable, gets [`BusItem::Lagged`] and
-//! re-reads the event log; the reader reconnects with backoff.
+//! A replica reads the events of the tasks its own clients follow, and nothing else. The
+//! followed tasks are spread over [`READERS`] readers by a keyed hash of their id; a reader
+//! with tasks to read holds one connection and issues one `XREAD BLOCK` at a time over its
+//! wake-up stream `{prefix}wake:{uuid}:{n}` and the streams of its tasks (at most
+//! [`MAX_FOLLOWED_PER_READER`]), and hands each entry to the local subscribers of its task through
+//! bounded channels; one more reader follows the control stream. An idle replica thus costs one
+//! XREAD a second whatever the others do, and
+//! Redis sends each event only to the replicas that follow its task. The first subscription to
+//! a task reads the stream's last entry id (one command) as its position and, when the reader is
+//! blocked in an XREAD without that task's key, adds an entry to the wake-up stream so the
+//! next XREAD includes it; a further subscription to a task already read starts where the
+//! reader has read to, without a Redis command. The reader reads each stream from its earliest
+//! subscriber's position, so nothing published after a subscription is missed and a reconnect
+//! loses nothing Redis still holds. Events published by this process reach its own subscribers
+//! of their task as soon as Redis has taken them (with their entry ids, so the reader skips
+//! them there): a blocking send, whose follower is on the replica that runs its turn, waits for
+//! no XREAD. A subscriber that falls behind, or any subscriber while Redis is unreachable, gets
+//! [`BusItem::Lagged`] and re-reads the event log; the reader reconnects with backoff.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,6 +73,19 @@ const CONTROL_MAXLEN: usize = 1000;
 /// clock skew with the Redis server does not lose the first ones; replaying a cancel for a turn
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
+/// Readers per process, each with its own connection (opened when it first has a task to read)
+/// and its share of the followed tasks, by a keyed hash of the task id: an XREAD names at most
+/// [`MAX_FOLLOWED_PER_READER`] streams, so what a reader sends per read stays small however many
+/// tasks the process follows.
+const READERS: usize = 32;
+/// Tasks one reader follows at once: a subscription to one more is refused as if Redis were
+/// unreachable (`a2a_bus_follow_refused_total`). Above [`MAX_FOLLOWED_TASKS`] / [`READERS`] so
+/// the hash's unevenness does not refuse before the process's limit.
+const MAX_FOLLOWED_PER_READER: usize = 512;
+/// Tasks one process follows at once; a subscription to one more is refused likewise.
+const MAX_FOLLOWED_TASKS: usize = 10_000;
+/// The reader's wake-up stream outlives its last wake-up by this long.
+const WAKE_TTL_SECS: u64 = 60;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
 /// Tasks whose last unpublished event the bus keeps for republishing (bounds the memory of a
 /// long outage; beyond it, new tasks' events are left to the event log).
@@ -102,24 +121,56 @@ impl From<Queued> for BusItem {
 
 struct Subscriber {
     tx: mpsc::Sender<Queued>,
-    /// The last entry of `{prefix}events` this subscriber has seen (or the stream's end when it
-    /// subscribed): entries up to it were published before the subscription and are skipped.
+    /// The last entry of the task's stream this subscriber has seen (or the stream's end when
+    /// it subscribed): entries up to it were published before the subscription and are skipped.
     last: StreamId,
+}
+
+/// The local subscribers of one task, whose stream the reader reads.
+#[derive(Default)]
+struct Followed {
+    subs: HashMap<u64, Subscriber>,
+    /// The last entry of the task's stream that has been handed to every current subscriber
+    /// (read by the reader, or the stream's end when the task was first followed): a
+    /// subscription registered now gets every entry after it, which includes everything
+    /// published from now on, so it needs no Redis command. `None` while unknown (the reader
+    /// lost Redis).
+    read_to: Option<StreamId>,
+}
+
+impl Followed {
+    /// Where the reader reads this task's stream from: the earliest subscriber's position.
+    fn position(&self) -> Option<StreamId> {
+        self.subs.values().map(|s| s.last).min()
+    }
 }
 
 #[derive(Default)]
 struct Registry {
-    /// Subscribers by task id, then by subscription id.
-    tasks: HashMap<String, HashMap<u64, Subscriber>>,
-    /// The last entry of `{prefix}events` the reader has fanned out (or found nothing after),
-    /// while its connection is healthy: a subscription registered now gets every entry after
-    /// it, which includes everything published from now on, so it needs no Redis command.
-    read_to: Option<StreamId>,
+    /// Followed tasks by id (at most [`MAX_FOLLOWED_PER_READER`]).
+    tasks: HashMap<String, Followed>,
+    /// The reader has sent an XREAD over the tasks followed when it was sent: a task followed
+    /// since must wake it (see [`RedisEventBus::wake_reader`]).
+    reading: bool,
+    /// A wake-up has been sent for the XREAD in flight.
+    woken: bool,
+}
+
+/// One reader's share of the followed tasks.
+struct Shard {
+    registry: Mutex<Registry>,
+    /// This reader's wake-up stream, in every XREAD it sends: an entry added to it ends the
+    /// XREAD in flight so the next one includes a task followed since.
+    wake_key: String,
+    /// Wakes the reader when its first task is followed: it sends nothing while it has none.
+    notify: tokio::sync::Notify,
 }
 
 struct Shared {
     prefix: String,
-    registry: Mutex<Registry>,
+    shards: Box<[Shard]>,
+    /// Picks a task's shard; keyed per process.
+    hasher: std::hash::RandomState,
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
@@ -128,6 +179,10 @@ struct Shared {
     unpublished: Mutex<HashMap<String, BusEvent>>,
     /// Whether a republisher task runs.
     republishing: AtomicBool,
+    /// Tasks followed in this process (`a2a_bus_followed_tasks`).
+    followed_tasks: std::sync::atomic::AtomicI64,
+    /// Entries of task streams the reader has read (for tests; `a2a_bus_entries_read_total`).
+    entries_read: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -140,12 +195,31 @@ pub struct RedisEventBus {
     reader: Arc<ReaderHandle>,
 }
 
-/// Stops the reader task when the last clone of the bus is dropped.
-struct ReaderHandle(tokio::task::JoinHandle<()>);
+impl Shared {
+    /// Counts tasks newly followed (`a2a_bus_followed_tasks`).
+    fn followed(&self, n: i64) {
+        let now = self.followed_tasks.fetch_add(n, Ordering::Relaxed) + n;
+        metrics::gauge!("a2a_bus_followed_tasks").set(now as f64);
+    }
+
+    fn unfollowed(&self) {
+        self.followed(-1);
+    }
+
+    fn shard(&self, task_id: &str) -> &Shard {
+        use std::hash::BuildHasher;
+        &self.shards[(self.hasher.hash_one(task_id) % self.shards.len() as u64) as usize]
+    }
+}
+
+/// Stops the reader tasks when the last clone of the bus is dropped.
+struct ReaderHandle(Vec<tokio::task::JoinHandle<()>>);
 
 impl Drop for ReaderHandle {
     fn drop(&mut self) {
-        self.0.abort();
+        for reader in &self.0 {
+            reader.abort();
+        }
     }
 }
 
@@ -154,20 +228,37 @@ impl RedisEventBus {
     /// Connects in the background; must run inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
         let client = Client::open(url).map_err(unavailable)?;
+        let id = uuid::Uuid::new_v4().simple();
         let shared = Arc::new(Shared {
             prefix: prefix.to_owned(),
-            registry: Mutex::default(),
+            shards: (0..READERS)
+                .map(|i| Shard {
+                    registry: Mutex::default(),
+                    wake_key: format!("{prefix}wake:{id}:{i}"),
+                    notify: tokio::sync::Notify::new(),
+                })
+                .collect(),
+            hasher: std::hash::RandomState::new(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
             unpublished: Mutex::default(),
             republishing: AtomicBool::new(false),
+            entries_read: AtomicU64::new(0),
+            followed_tasks: Default::default(),
         });
-        let reader = tokio::spawn(read_loop(client.clone(), shared.clone()));
+        let mut readers = vec![tokio::spawn(control_loop(client.clone(), shared.clone()))];
+        for index in 0..READERS {
+            readers.push(tokio::spawn(read_loop(
+                client.clone(),
+                shared.clone(),
+                index,
+            )));
+        }
         Ok(Self {
             client,
             conn: Arc::default(),
             shared,
-            reader: Arc::new(ReaderHandle(reader)),
+            reader: Arc::new(ReaderHandle(readers)),
         })
     }
 
@@ -194,7 +285,7 @@ impl RedisEventBus {
     /// Appends `events` (one task's, in order) to the task's stream and to `{prefix}events`, in
     /// one pipeline: one round trip whatever their number, and one expiry refresh (the last
     /// event's, which a terminal event shortens).
-    /// Returns the ids of the `{prefix}events` entries, in order.
+    /// Returns the ids of the task stream's entries, in order.
     async fn append(&self, events: &[BusEvent]) -> Result<Vec<StreamId>, BusError> {
         let Some(last) = events.last() else {
             return Ok(Vec::new());
@@ -220,14 +311,14 @@ impl RedisEventBus {
                 .arg(TASK_MAXLEN)
                 .arg("*")
                 .arg(&fields[..])
-                .ignore()
                 .cmd("XADD")
                 .arg(&all)
                 .arg("MAXLEN")
                 .arg("~")
                 .arg(EVENTS_MAXLEN)
                 .arg("*")
-                .arg(&fields[..]);
+                .arg(&fields[..])
+                .ignore();
         }
         let ttl = match event_state(&last.event).is_some_and(is_terminal) {
             true => TERMINAL_TASK_TTL_SECS,
@@ -309,15 +400,48 @@ impl RedisEventBus {
         let Some(task_id) = events.first().map(|e| e.task_id.as_str()) else {
             return;
         };
-        let mut registry = self.shared.registry.lock().expect("bus lock");
-        let Some(subs) = registry.tasks.get_mut(task_id) else {
+        let mut registry = self
+            .shared
+            .shard(task_id)
+            .registry
+            .lock()
+            .expect("bus lock");
+        let Some(followed) = registry.tasks.get_mut(task_id) else {
             return;
         };
         for (event, &id) in events.iter().zip(ids) {
-            deliver(subs, id, &Arc::new(event.clone()));
+            deliver(&mut followed.subs, id, &Arc::new(event.clone()));
         }
-        if subs.is_empty() {
+        if followed.subs.is_empty() {
             registry.tasks.remove(task_id);
+            self.shared.unfollowed();
+        }
+    }
+
+    /// Ends the reader's XREAD in flight, whose keys lack a task followed since: an entry in
+    /// this process's wake-up stream, which every XREAD of the reader includes. Should it fail,
+    /// the reader includes the task in its next XREAD, within [`BLOCK_MS`].
+    async fn wake_reader(&self, wake_key: &str) {
+        let Ok(mut conn) = self.conn().await else {
+            return;
+        };
+        let woke: redis::RedisResult<()> = redis::pipe()
+            .cmd("XADD")
+            .arg(wake_key)
+            .arg("MAXLEN")
+            .arg(1)
+            .arg("*")
+            .arg("w")
+            .arg(1)
+            .ignore()
+            .cmd("EXPIRE")
+            .arg(wake_key)
+            .arg(WAKE_TTL_SECS)
+            .ignore()
+            .query_async(&mut conn)
+            .await;
+        if let Err(e) = woke {
+            tracing::debug!(error = %e, "redis bus: cannot wake the reader");
         }
     }
 
@@ -345,15 +469,15 @@ impl RedisEventBus {
     pub fn open_channels(&self) -> usize {
         let _ = &self.reader;
         self.shared
-            .registry
-            .lock()
-            .map(|r| r.tasks.len())
-            .unwrap_or(0)
+            .shards
+            .iter()
+            .map(|shard| shard.registry.lock().map(|r| r.tasks.len()).unwrap_or(0))
+            .sum()
     }
 }
 
-/// The combined stream: every committed event of every task, read by each replica's reader and
-/// by the push worker's consumer group.
+/// The combined stream: every committed event of every task, read by the push worker's consumer
+/// group (the gateways read only the task streams they follow).
 pub fn events_key(prefix: &str) -> String {
     format!("{prefix}events")
 }
@@ -471,45 +595,81 @@ impl EventBus for RedisEventBus {
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_CAPACITY + 1);
         let sub_id = self.shared.next_sub.fetch_add(1, Ordering::Relaxed);
-        // While the reader runs, "from now on" is where it has read to: anything published after
-        // this call returns has a larger id, and the reader reaches it after this subscription
-        // is registered (entries published a moment before it may come too: followers skip
-        // sequence numbers they have). One lock, no round trip.
+        let shard = self.shared.shard(task_id);
+        // A task already followed here: "from now on" is where the reader has read its stream
+        // to: anything published after this call returns has a larger id, and the reader reaches
+        // it after this subscription is registered (entries published a moment before it may
+        // come too: followers skip sequence numbers they have). One lock, no round trip.
         {
-            let mut registry = self.shared.registry.lock().map_err(unavailable_lock)?;
-            if let Some(last) = registry.read_to {
-                registry
-                    .tasks
-                    .entry(task_id.to_owned())
-                    .or_default()
-                    .insert(sub_id, Subscriber { tx, last });
+            let mut registry = shard.registry.lock().map_err(unavailable_lock)?;
+            if let Some(followed) = registry.tasks.get_mut(task_id)
+                && let Some(last) = followed.read_to
+            {
+                followed.subs.insert(sub_id, Subscriber { tx, last });
                 return Ok(self.subscription(task_id, sub_id, rx));
             }
+            if !registry.tasks.contains_key(task_id)
+                && (registry.tasks.len() >= MAX_FOLLOWED_PER_READER
+                    || self.shared.followed_tasks.load(Ordering::Relaxed)
+                        >= MAX_FOLLOWED_TASKS as i64)
+            {
+                metrics::counter!("a2a_bus_follow_refused_total").increment(1);
+                return Err(BusError::Unavailable(
+                    "this process follows too many tasks".into(),
+                ));
+            }
         }
-        // The reader is not positioned yet (or reconnecting): "from now on" is the events
-        // stream's current last entry, which the reader reaches in order.
+        // A task newly followed (or the reader is reconnecting): "from now on" is the task
+        // stream's current last entry, which the reader reads from once it has the task's key.
+        let key = self.task_key(task_id);
         let last = match self.conn().await {
-            Ok(mut conn) => last_id(&mut conn, &events_key(&self.shared.prefix))
-                .await
-                .map_err(unavailable),
+            Ok(mut conn) => last_id(&mut conn, &key).await.map_err(unavailable),
             Err(e) => Err(e),
         };
-        let last = last.unwrap_or_else(|e| {
-            // Redis is down: the follower polls the log until it is back. Start from the clock
-            // (ids are server milliseconds); an older entry read later is a sequence number the
-            // follower already has and skips.
-            tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
-            let _ = tx.try_send(Queued::Lagged);
-            (now_ms(), 0)
-        });
-        self.shared
-            .registry
-            .lock()
-            .map_err(unavailable_lock)?
-            .tasks
-            .entry(task_id.to_owned())
-            .or_default()
-            .insert(sub_id, Subscriber { tx, last });
+        let (last, known) = match last {
+            Ok(last) => (last, true),
+            Err(e) => {
+                // Redis is down: the follower polls the log until it is back. Start from the
+                // clock (ids are server milliseconds); an older entry read later is a sequence
+                // number the follower already has and skips.
+                tracing::debug!(task_id, error = %e, "redis bus: subscribing while unreachable");
+                let _ = tx.try_send(Queued::Lagged);
+                ((now_ms(), 0), false)
+            }
+        };
+        let wake = {
+            let mut registry = shard.registry.lock().map_err(unavailable_lock)?;
+            let new = !registry.tasks.contains_key(task_id);
+            if new
+                && (registry.tasks.len() >= MAX_FOLLOWED_PER_READER
+                    || self.shared.followed_tasks.load(Ordering::Relaxed)
+                        >= MAX_FOLLOWED_TASKS as i64)
+            {
+                metrics::counter!("a2a_bus_follow_refused_total").increment(1);
+                return Err(BusError::Unavailable(
+                    "this process follows too many tasks".into(),
+                ));
+            }
+            if new {
+                self.shared.followed(1);
+            }
+            let followed = registry.tasks.entry(task_id.to_owned()).or_default();
+            followed.subs.insert(sub_id, Subscriber { tx, last });
+            if new && known {
+                // The only subscriber has seen everything up to the stream's end.
+                followed.read_to = Some(last);
+            }
+            let wake = new && registry.reading && !registry.woken;
+            registry.woken |= wake;
+            if new {
+                // Its reader may be waiting for a first task.
+                shard.notify.notify_one();
+            }
+            wake
+        };
+        if wake {
+            self.wake_reader(&shard.wake_key).await;
+        }
         Ok(self.subscription(task_id, sub_id, rx))
     }
 
@@ -553,52 +713,99 @@ struct Unsubscribe {
 
 impl Drop for Unsubscribe {
     fn drop(&mut self) {
-        if let Ok(mut registry) = self.shared.registry.lock()
-            && let Some(subs) = registry.tasks.get_mut(&self.task_id)
+        if let Ok(mut registry) = self.shared.shard(&self.task_id).registry.lock()
+            && let Some(followed) = registry.tasks.get_mut(&self.task_id)
         {
-            subs.remove(&self.sub_id);
-            if subs.is_empty() {
+            followed.subs.remove(&self.sub_id);
+            if followed.subs.is_empty() {
                 registry.tasks.remove(&self.task_id);
+                self.shared.unfollowed();
             }
         }
     }
 }
 
-/// The reader: one connection, one XREAD at a time over the events and control streams.
-async fn read_loop(client: Client, shared: Arc<Shared>) {
+/// Reads the control stream: one connection, one XREAD at a time. Best effort: after a break
+/// it goes on from where it was (what Redis still holds).
+async fn control_loop(client: Client, shared: Arc<Shared>) {
+    let control = control_key(&shared.prefix);
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
-    // Where the reader is in `{prefix}events`; kept across reconnects so a short break loses
-    // nothing that Redis still holds.
-    let mut events_id: Option<StreamId> = None;
     loop {
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(
-                Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
-            ))
-            .set_connection_timeout(Some(Duration::from_secs(2)));
+        let read: redis::RedisResult<std::convert::Infallible> = async {
+            let mut conn = client
+                .get_multiplexed_async_connection_with_config(&reader_config())
+                .await?;
+            loop {
+                let reply: Option<StreamReadReply> = redis::cmd("XREAD")
+                    .arg("COUNT")
+                    .arg(READ_COUNT)
+                    .arg("BLOCK")
+                    .arg(BLOCK_MS)
+                    .arg("STREAMS")
+                    .arg(&control)
+                    .arg(format!("{}-{}", control_id.0, control_id.1))
+                    .query_async(&mut conn)
+                    .await?;
+                backoff = Duration::from_millis(50);
+                for entry in reply.iter().flat_map(|r| &r.keys).flat_map(|k| &k.ids) {
+                    control_id = parse_id(&entry.id);
+                    if let Some(task_id) = entry.get::<String>("cancel") {
+                        // No listener is fine: nothing runs here to act on it.
+                        let _ = shared.control.send(Control::Cancel { task_id });
+                    }
+                }
+            }
+        }
+        .await;
+        let Err(e) = read;
+        tracing::debug!(error = %e, "redis bus: control reader failed; reconnecting");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+fn reader_config() -> AsyncConnectionConfig {
+    AsyncConnectionConfig::new()
+        .set_response_timeout(Some(
+            Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
+        ))
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+}
+
+/// The reader of shard `index`: once the shard has a followed task, one connection and one XREAD
+/// at a time over its wake-up stream and the streams of its followed tasks.
+async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
+    let shard = &shared.shards[index];
+    let mut backoff = Duration::from_millis(50);
+    let mut wake_id = (0, 0);
+    // No connection until there is something to read.
+    while shard.registry.lock().is_ok_and(|r| r.tasks.is_empty()) {
+        shard.notify.notified().await;
+    }
+    loop {
         let mut conn = match client
-            .get_multiplexed_async_connection_with_config(&config)
+            .get_multiplexed_async_connection_with_config(&reader_config())
             .await
         {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
                 metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
-                lag_everyone(&shared);
+                lag_everyone(shard);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
                 continue;
             }
         };
         backoff = Duration::from_millis(50);
-        let read = read_until_error(&mut conn, &shared, &mut events_id, &mut control_id).await;
+        let read = read_until_error(&mut conn, &shared, shard, &mut wake_id).await;
         if let Err(e) = read {
             tracing::warn!(error = %e, "redis bus: read failed; reconnecting");
             metrics::counter!("a2a_bus_redis_reconnects_total").increment(1);
             // Entries may have been missed while the connection was down: every follower
             // re-reads the event log, which is the record.
-            lag_everyone(&shared);
+            lag_everyone(shard);
             tokio::time::sleep(backoff).await;
         }
     }
@@ -607,87 +814,97 @@ async fn read_loop(client: Client, shared: Arc<Shared>) {
 async fn read_until_error(
     conn: &mut MultiplexedConnection,
     shared: &Shared,
-    events_id: &mut Option<StreamId>,
-    control_id: &mut StreamId,
+    shard: &Shard,
+    wake_id: &mut StreamId,
 ) -> redis::RedisResult<()> {
-    let events = events_key(&shared.prefix);
-    let control = control_key(&shared.prefix);
-    if events_id.is_none() {
-        // Start at the stream's end, or earlier if a subscription registered before this first
-        // read is positioned earlier: what was published after it subscribed must reach it.
-        let end = last_id(conn, &events).await?;
-        let earliest = {
-            let registry = shared.registry.lock().expect("bus lock");
+    let fmt = |(ms, seq): StreamId| format!("{ms}-{seq}");
+    loop {
+        // The followed tasks and where to read each from; a subscription made from now on to a
+        // task not among them wakes this XREAD (the reader's positions are its subscribers',
+        // so a break in the connection loses nothing that Redis still holds).
+        let followed: HashMap<String, (String, StreamId)> = {
+            let mut registry = shard.registry.lock().expect("bus lock");
+            registry.reading = !registry.tasks.is_empty();
+            registry.woken = false;
             registry
                 .tasks
-                .values()
-                .flat_map(|subs| subs.values().map(|s| s.last))
-                .min()
+                .iter()
+                .filter_map(|(task, f)| {
+                    let at = f.position()?;
+                    Some((task_key(&shared.prefix, task), (task.clone(), at)))
+                })
+                .collect()
         };
-        *events_id = Some(earliest.map_or(end, |e| e.min(end)));
-    }
-    loop {
-        let (ems, eseq) = events_id.expect("positioned above");
-        let reply: Option<StreamReadReply> = redis::cmd("XREAD")
-            .arg("COUNT")
+        if followed.is_empty() {
+            // Nothing to read: wait for a first task (the connection stays open).
+            shard.notify.notified().await;
+            continue;
+        }
+        let mut cmd = redis::cmd("XREAD");
+        cmd.arg("COUNT")
             .arg(READ_COUNT)
             .arg("BLOCK")
             .arg(BLOCK_MS)
             .arg("STREAMS")
-            .arg(&events)
-            .arg(&control)
-            .arg(format!("{ems}-{eseq}"))
-            .arg(format!("{}-{}", control_id.0, control_id.1))
-            .query_async(conn)
-            .await?;
-        let Some(reply) = reply else {
-            // Nothing after `events_id` within the block: the reader is at the stream's end.
-            shared.registry.lock().expect("bus lock").read_to = *events_id;
-            continue;
-        };
-        let mut fanned_out = false;
-        for stream in reply.keys {
-            if stream.key == control {
-                for entry in &stream.ids {
-                    *control_id = parse_id(&entry.id);
-                    if let Some(task_id) = entry.get::<String>("cancel") {
-                        // No listener is fine: nothing runs here to act on it.
-                        let _ = shared.control.send(Control::Cancel { task_id });
-                    }
-                }
-            } else if stream.key == events {
+            .arg(&shard.wake_key);
+        for key in followed.keys() {
+            cmd.arg(key);
+        }
+        cmd.arg(fmt(*wake_id));
+        for (_, at) in followed.values() {
+            cmd.arg(fmt(*at));
+        }
+        let reply: Option<StreamReadReply> = cmd.query_async(conn).await?;
+        let mut registry = shard.registry.lock().expect("bus lock");
+        registry.reading = false;
+        let mut returned: HashMap<&str, StreamId> = HashMap::new();
+        for stream in reply.map(|r| r.keys).unwrap_or_default() {
+            if stream.key == shard.wake_key {
                 if let Some(last) = stream.ids.last() {
-                    *events_id = Some(parse_id(&last.id));
+                    *wake_id = parse_id(&last.id);
                 }
-                fan_out(shared, &stream.ids, *events_id);
-                fanned_out = true;
+            } else if let Some((key, (task, _))) = followed.get_key_value(&stream.key) {
+                if let Some(last) = stream.ids.last() {
+                    returned.insert(key.as_str(), parse_id(&last.id));
+                }
+                fan_out(shared, &mut registry, task, &stream.ids);
             }
         }
-        if !fanned_out {
-            shared.registry.lock().expect("bus lock").read_to = *events_id;
+        // Every entry of a followed stream up to what this XREAD returned of it (or, if it
+        // returned nothing of it, up to where it read from) has been handed over: a subscriber
+        // registered from now on starts there.
+        for (key, (task, at)) in &followed {
+            let to = returned.get(key.as_str()).copied().unwrap_or(*at);
+            if let Some(f) = registry.tasks.get_mut(task) {
+                f.read_to = Some(f.read_to.map_or(to, |r| r.max(to)));
+            }
         }
     }
 }
 
-/// Delivers entries of the events stream to the local subscribers of their tasks that have not
-/// seen them yet. Entries of tasks nobody here follows are skipped without being decoded.
-/// `read_to` is where the reader is once they are delivered (see [`Registry::read_to`]).
-fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId], read_to: Option<StreamId>) {
-    let mut registry = shared.registry.lock().expect("bus lock");
-    registry.read_to = read_to;
+/// Delivers entries of `task_id`'s stream to its local subscribers that have not seen them
+/// yet; entries every subscriber has seen (delivered when they were published in this process)
+/// are skipped without being decoded.
+fn fan_out(
+    shared: &Shared,
+    registry: &mut Registry,
+    task_id: &str,
+    entries: &[redis::streams::StreamId],
+) {
+    shared
+        .entries_read
+        .fetch_add(entries.len() as u64, Ordering::Relaxed);
+    metrics::counter!("a2a_bus_entries_read_total").increment(entries.len() as u64);
+    let Some(followed) = registry.tasks.get_mut(task_id) else {
+        return; // nobody follows it any more
+    };
     for entry in entries {
         let id = parse_id(&entry.id);
-        let Some(task_id) = entry.get::<String>("t") else {
-            tracing::warn!(id = %entry.id, "redis bus: skipping an entry without a task id");
-            continue;
-        };
-        let Some(subs) = registry.tasks.get_mut(&task_id) else {
-            continue;
-        };
+        let subs = &mut followed.subs;
         if subs.values().all(|sub| id <= sub.last) {
             continue; // handed over by `deliver_here` when it was published in this process
         }
-        let Some(event) = decode(entry) else {
+        let Some(event) = decode(entry).filter(|ev| ev.task_id == task_id) else {
             // The followers re-read the event log, which has the event.
             tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
             for sub in subs.values_mut() {
@@ -702,12 +919,14 @@ fn fan_out(shared: &Shared, entries: &[redis::streams::StreamId], read_to: Optio
         metrics::histogram!("a2a_bus_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
         deliver(subs, id, &Arc::new(event));
         if subs.is_empty() {
-            registry.tasks.remove(&task_id);
+            registry.tasks.remove(task_id);
+            shared.unfollowed();
+            return;
         }
     }
 }
 
-/// Gives the entry `id` of `{prefix}events` (`event`) to the subscribers that have not seen it.
+/// Gives the entry `id` of its task's stream (`event`) to the subscribers that have not seen it.
 fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEvent>) {
     let terminal = event_state(&event.event).is_some_and(is_terminal);
     subs.retain(|_, sub| {
@@ -728,11 +947,14 @@ fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEve
 
 /// The reader lost its connection: every follower re-reads the log, and subscriptions made
 /// until it reads again are positioned by Redis itself (or told to read the log).
-fn lag_everyone(shared: &Shared) {
-    if let Ok(mut registry) = shared.registry.lock() {
-        registry.read_to = None;
-        for sub in registry.tasks.values().flat_map(|s| s.values()) {
-            let _ = sub.tx.try_send(Queued::Lagged);
+fn lag_everyone(shard: &Shard) {
+    if let Ok(mut registry) = shard.registry.lock() {
+        registry.reading = false;
+        for followed in registry.tasks.values_mut() {
+            followed.read_to = None;
+            for sub in followed.subs.values() {
+                let _ = sub.tx.try_send(Queued::Lagged);
+            }
         }
     }
 }

@@ -172,7 +172,7 @@ async fn an_entry_that_does_not_decode_is_stepped_over() {
     let mut sub = bus.subscribe("t").await.unwrap();
     let mut conn = bus.0.conn().await.unwrap();
     let _: String = redis::cmd("XADD")
-        .arg(events_key(&bus.0.shared.prefix))
+        .arg(bus.0.task_key("t"))
         .arg("*")
         .arg("t")
         .arg("t")
@@ -194,22 +194,31 @@ async fn an_entry_that_does_not_decode_is_stepped_over() {
     assert!(matches!(second.unwrap(), Some(BusItem::Event(ev)) if ev.seq == 2));
 }
 
-/// Once the reader runs, a subscription is positioned where it has read to, without a Redis
-/// command: it gets what is published after it, and nothing the reader had already passed.
+/// Once the reader reads a task's stream, a second subscription to it is positioned where the
+/// reader has read to, without a Redis command: it gets what is published after it, and
+/// nothing the reader had already passed.
 #[tokio::test]
 async fn a_subscription_starts_where_the_reader_is() {
-    let bus = bus().await;
-    let read_to = || bus.0.shared.registry.lock().unwrap().read_to;
-    // Anything published moves the reader; wait until it has passed this one.
-    let mut warm = bus.subscribe("warm").await.unwrap();
-    bus.publish(crate::suite::working("warm", 1)).await.unwrap();
-    bus.publish(crate::suite::working("t", 1)).await.unwrap();
-    assert!(matches!(warm.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    let redis = a2a_testing::TestRedis::create().await;
+    let here = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let there = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let read_to = || {
+        there
+            .shared
+            .shard("t")
+            .registry
+            .lock()
+            .unwrap()
+            .tasks
+            .get("t")
+            .and_then(|f| f.read_to)
+    };
+    let mut first = there.subscribe("t").await.unwrap();
+    here.publish(crate::suite::working("t", 1)).await.unwrap();
+    assert!(matches!(first.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    let mut conn = here.conn().await.unwrap();
+    let end = last_id(&mut conn, &here.task_key("t")).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let mut conn = bus.0.conn().await.unwrap();
-    let end = last_id(&mut conn, &events_key(&bus.0.shared.prefix))
-        .await
-        .unwrap();
     while read_to().is_none_or(|at| at < end) {
         assert!(
             std::time::Instant::now() < deadline,
@@ -217,21 +226,69 @@ async fn a_subscription_starts_where_the_reader_is() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let mut sub = bus.subscribe("t").await.unwrap();
-    bus.publish_all(vec![
+    let mut sub = there.subscribe("t").await.unwrap();
+    here.publish_all(vec![
         crate::suite::working("t", 2),
         crate::suite::working("t", 3),
     ])
     .await
     .unwrap();
-    let mut seqs = Vec::new();
-    while seqs.len() < 2 {
-        match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
-            Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
-            other => panic!("expected an event, got {other:?}"),
+    for sub in [&mut first, &mut sub] {
+        let mut seqs = Vec::new();
+        while seqs.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+                Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
+                other => panic!("expected an event, got {other:?}"),
+            }
         }
+        assert_eq!(seqs, [2, 3]);
     }
-    assert_eq!(seqs, [2, 3]);
+}
+
+/// A replica reads only the streams of the tasks it follows: another task's events, however
+/// many, cost it no entry read, and a task followed while its XREAD blocks is read at once.
+#[tokio::test]
+async fn an_unrelated_task_costs_nothing() {
+    let redis = a2a_testing::TestRedis::create().await;
+    let here = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let there = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
+    let mut warm = there.subscribe("warm").await.unwrap();
+    here.publish(crate::suite::working("warm", 1))
+        .await
+        .unwrap();
+    assert!(matches!(warm.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    // The reader is now blocked in an XREAD over `warm`'s stream (and control, wake-up).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = there.shared.entries_read.load(Ordering::Relaxed);
+    for seq in 1..=200 {
+        here.publish(crate::suite::working("other", seq))
+            .await
+            .unwrap();
+    }
+    let mut mine = there.subscribe("mine").await.unwrap();
+    let started = std::time::Instant::now();
+    here.publish(crate::suite::working("mine", 1))
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), mine.next()).await;
+    assert!(matches!(got, Ok(Some(BusItem::Event(ev))) if ev.seq == 1));
+    assert!(
+        started.elapsed() < Duration::from_millis(BLOCK_MS / 2),
+        "a newly followed task wakes the reader: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        there.shared.entries_read.load(Ordering::Relaxed) - before,
+        1,
+        "only the followed task's entry is read"
+    );
+    drop((warm, mine));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while there.open_channels() > 0 {
+        assert!(std::time::Instant::now() < deadline, "unfollowed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(there.shared.followed_tasks.load(Ordering::Relaxed), 0);
 }
 
 /// Events published by this process reach its subscribers at once and the reader does not
