@@ -78,6 +78,9 @@ pub(super) struct Turn {
     pub request: AgentRequest,
     /// The sequence number of the task being continued; `None` for a new task.
     pub continues: Option<u64>,
+    /// The task's fencing token when the turn started (0 for a new task): every write of the
+    /// turn carries it, and is refused once a takeover moved it (review M4).
+    pub epoch: u64,
     pub push_config: Option<TaskPushNotificationConfig>,
     /// The dialect of the send, which a `push_config` registered with it keeps.
     pub dialect: a2a_types::Dialect,
@@ -273,7 +276,7 @@ impl A2aService {
         };
 
         let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
-        let (agent, task, continues, upstream, turn) = if message.task_id.is_empty() {
+        let (agent, task, continues, upstream, turn, epoch) = if message.task_id.is_empty() {
             let agent = self
                 .inner
                 .agents
@@ -285,7 +288,7 @@ impl A2aService {
                 validate::required_id(&message.context_id, "message.contextId")?;
             }
             message.task_id = uuid::Uuid::now_v7().to_string();
-            (agent, None, None, None, 1)
+            (agent, None, None, None, 1, 0)
         } else {
             let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
             message.context_id = rec.task.context_id.clone();
@@ -296,7 +299,15 @@ impl A2aService {
                 ))
             })?;
             let turn = turns_of(&rec.task).saturating_add(1);
-            (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
+            let epoch = rec.dispatch.epoch;
+            (
+                agent,
+                Some(rec.task),
+                Some(rec.seq),
+                rec.upstream,
+                turn,
+                epoch,
+            )
         };
         ctx.span.set_all(|| {
             [
@@ -368,6 +379,7 @@ impl A2aService {
                 turn,
             },
             continues,
+            epoch,
             push_config,
             dialect: ctx.dialect,
             cancel: CancellationToken::new(),
@@ -571,6 +583,7 @@ impl A2aService {
             current: None,
             pending: Vec::new(),
             upstream: None,
+            fenced: false,
         };
         let taken_over = turn.resume != Resume::No;
         match (turn.continues, taken_over, &turn.request.task) {
@@ -903,6 +916,9 @@ struct Runner<'a> {
     pending: Vec<StreamResponse>,
     /// Upstream ids reported before the task existed.
     upstream: Option<UpstreamRef>,
+    /// A write was refused because another replica took the task over: the turn stops here
+    /// and writes nothing more (its agent, and so its upstream call, is dropped).
+    fenced: bool,
 }
 
 /// What a runner keeps of its task's last snapshot.
@@ -1137,19 +1153,39 @@ impl Runner<'_> {
     /// from one whose outcome upstream it cannot know. (A new task's first turn that needed no
     /// wait is sent before the task exists; nothing is left to take over if the replica dies
     /// then.)
-    async fn mark_sending(&self) -> Result<(), A2aError> {
-        if !self.turn.agent.is_remote() || self.current.is_none() {
+    ///
+    /// Nothing is sent while this replica's dispatch lease has lapsed (it waits for a renewal),
+    /// and the mark carries the turn's epoch: a task taken over meanwhile is not sent from here.
+    async fn mark_sending(&mut self) -> Result<(), A2aError> {
+        if !self.turn.agent.is_remote() {
+            return Ok(());
+        }
+        if !self.svc.inner.lease.wait_live(&self.turn.cancel).await {
+            return Err(A2aError::Internal("canceled while the lease lapsed".into()));
+        }
+        if self.current.is_none() {
             return Ok(());
         }
         let mark = DispatchMark::Sending {
             turn: self.turn.request.turn,
+            epoch: self.turn.epoch,
         };
-        self.svc
+        let marked = self
+            .svc
             .inner
             .store
             .mark_dispatch(self.task_id(), mark)
-            .await
-            .map_err(|e| store_error(self.task_id(), e))
+            .await;
+        marked.map_err(|e| self.store_failure(e))
+    }
+
+    /// A store error of this turn's write as the turn's error; a fenced one (the task was taken
+    /// over) is remembered, so the turn stops without writing anything more.
+    fn store_failure(&mut self, e: StoreError) -> A2aError {
+        if matches!(e, StoreError::Fenced(_)) {
+            self.fenced = true;
+        }
+        store_error(self.task_id(), e)
     }
 
     /// Stores changes as one write, then publishes their events; the snapshot after them and
@@ -1171,21 +1207,23 @@ impl Runner<'_> {
         Ok((snapshot, last))
     }
 
-    /// The turn's write, retried while the store is unreachable (a PostgreSQL restart, a short
-    /// outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then goes on where it was. Failing
+    /// The turn's write, fenced by the turn's epoch, retried while the store is unreachable (a
+    /// PostgreSQL restart, a short outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then
+    /// goes on where it was. Failing
     /// at once would fail the task with a write that cannot be stored either, leaving it
     /// WORKING on a replica that holds its lease, so never taken over. A retry that finds the
     /// sequence moved by exactly this write's events found its own earlier attempt, committed
     /// although its answer was lost (this runner is the task's only writer): it reads it back.
     async fn append_through_outage(
-        &self,
+        &mut self,
         expected_seq: u64,
         changes: Vec<TaskChange>,
     ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
         let store = &self.svc.inner.store;
         let written = changes.len() as u64;
+        let epoch = Some(self.turn.epoch);
         let (result, retried) = through_outage(self.task_id(), "the turn's write", || {
-            store.append_all(self.task_id(), expected_seq, changes.clone())
+            store.append_fenced(self.task_id(), expected_seq, epoch, changes.clone())
         })
         .await;
         match result {
@@ -1205,7 +1243,7 @@ impl Runner<'_> {
                     .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
                 Ok((events, rec.task))
             }
-            Err(e) => Err(store_error(self.task_id(), e)),
+            Err(e) => Err(self.store_failure(e)),
         }
     }
 
@@ -1237,7 +1275,8 @@ impl Runner<'_> {
 
     /// Ends the turn in `state` (used for cancel and agent failures).
     async fn settle(&mut self, state: TaskState, text: Option<String>) -> Result<(), A2aError> {
-        if !self.exists() {
+        // Taken over: the end of the turn is the other replica's to write.
+        if !self.exists() || self.fenced {
             return Ok(());
         }
         let message = text.map(|t| Message {
@@ -1384,6 +1423,15 @@ impl Runner<'_> {
 
     /// Reports `error` to the caller if the task does not exist yet, else ends the task FAILED.
     async fn fail(&mut self, error: A2aError) {
+        if self.fenced {
+            tracing::warn!(task_id = %self.task_id(), agent = self.turn.agent.name(), epoch = self.turn.epoch, "the turn stops: another replica took its task over (stale dispatch epoch); nothing more is written or sent from here");
+            metrics::counter!("a2a_turns_fenced_total", "agent" => self.turn.agent.name().to_owned())
+                .increment(1);
+            if let Some(tx) = self.first_tx.take() {
+                let _ = tx.send(Err(error));
+            }
+            return;
+        }
         if !self.exists()
             && let Some(tx) = self.first_tx.take()
         {
