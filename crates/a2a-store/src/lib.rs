@@ -46,6 +46,8 @@ pub struct TaskRecord {
     pub upstream: Option<UpstreamRef>,
     /// How the current turn is being dispatched upstream (for a takeover).
     pub dispatch: DispatchMarks,
+    /// [`NewTask::upstream_key`], kept for a takeover and the task's later turns.
+    pub upstream_key: Option<String>,
 }
 
 /// What a replica records about dispatching a task's turn to an upstream agent, so that the
@@ -98,6 +100,10 @@ pub struct NewTask {
     pub owner: String,
     pub agent: String,
     pub task: Task,
+    /// What the task's upstream `Idempotency-Key`s derive from, when it is not the task id: a
+    /// keyed send's (owner, key) digest, so a retry that mints a new task id after its key was
+    /// freed or reclaimed reaches the upstream under the same key (review M7).
+    pub upstream_key: Option<String>,
 }
 
 /// One entry of a task's event log.

@@ -473,6 +473,7 @@ impl TaskStore for MemoryTaskStore {
                 seq: events.len() as u64,
                 upstream: None,
                 dispatch: Default::default(),
+                upstream_key: new.upstream_key,
             },
             // The events themselves are shared with the answer (see `StoredEvent::event`).
             events: events.iter().map(|e| e.event.clone()).collect(),
@@ -928,6 +929,7 @@ mod tests {
 
     fn new_task(id: &str) -> NewTask {
         NewTask {
+            upstream_key: None,
             owner: "alice".into(),
             agent: "echo".into(),
             task: Task {

@@ -69,6 +69,7 @@ fn message(id: &str) -> Message {
 
 fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
     NewTask {
+        upstream_key: None,
         owner: owner.into(),
         agent: "echo".into(),
         task: Task {

@@ -195,6 +195,7 @@ fn chunk(artifact_id: &str, s: &str, append: bool) -> StreamResponse {
 
 fn new_task(id: &str) -> NewTask {
     NewTask {
+        upstream_key: None,
         owner: "alice".into(),
         agent: "scenario".into(),
         task: Task {
@@ -438,6 +439,7 @@ async fn orphaned_tasks_are_taken_over_once() {
     assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
     for id in ["run", "done"] {
         let mut new = NewTask {
+            upstream_key: None,
             owner: "o".into(),
             agent: "up".into(),
             task: Task {

@@ -20,6 +20,8 @@ pub(super) struct CreateJob {
     pub owner: String,
     pub agent: String,
     pub context_id: String,
+    /// `NewTask::upstream_key`.
+    pub upstream_key: Option<String>,
     /// The row after every event.
     pub row: TaskRow,
     /// Events 1..=n: the task as created, then the changes stored with it.
@@ -144,17 +146,19 @@ impl CreateParts {
             alen,
             bytes,
         ] = params(n);
+        let [ukey] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
                ${ctx}::text[], ${seq}::int8[], ${state}::int2[], ${ms}::int8[], \
-               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[]) \
+               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], \
+               ${ukey}::text[]) \
              AS i(id, owner, agent, context_id, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len, bytes)), \
+                  artifacts_len, bytes, upstream_key)), \
              c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
-               seq, history_len, artifacts_len, snapshot, bytes) \
+               seq, history_len, artifacts_len, snapshot, bytes, upstream_key) \
              SELECT id, owner, agent, context_id, state, status_ms, seq, history_len, \
-               artifacts_len, snapshot, bytes FROM c_input \
+               artifacts_len, snapshot, bytes, upstream_key FROM c_input \
              ON CONFLICT (id) DO NOTHING RETURNING id), \
              c_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
@@ -197,6 +201,11 @@ impl CreateParts {
             )
             .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
+        q = q.bind(
+            jobs.iter()
+                .map(|j| j.upstream_key.as_deref())
+                .collect::<Vec<_>>(),
+        );
         q = bind_events(q, jobs.iter().map(|j| (j.id.as_str(), 1, &j.events)));
         if self.history {
             q = bind3(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.history)));

@@ -264,6 +264,7 @@ impl TaskStore for PgTaskStore {
             owner: new.owner,
             agent: new.agent,
             context_id: task.context_id.clone(),
+            upstream_key: new.upstream_key,
             row: TaskRow::of(&task),
             events: events
                 .iter()

@@ -75,7 +75,7 @@ pub(super) async fn load(
 ) -> StoreResult<Option<TaskRecord>> {
     const SQL: &str = "\
         SELECT t.owner, t.agent, t.seq, t.snapshot, t.upstream_task_id, t.upstream_context_id, \
-               t.priority, t.upstream_sent_turn, t.epoch, \
+               t.priority, t.upstream_sent_turn, t.epoch, t.upstream_key, \
                (extract(epoch FROM t.upstream_sent_at) * 1000)::bigint AS sent_at_ms, \
                ARRAY(SELECT h.message FROM task_history h \
                       WHERE h.task_id = t.id AND h.position >= t.history_len - $3 \
@@ -101,6 +101,7 @@ pub(super) async fn load(
         seq: seq_of(&row, "seq")?,
         upstream: upstream_of(&row)?,
         dispatch: marks_of(&row)?,
+        upstream_key: row.try_get("upstream_key").map_err(internal)?,
     }))
 }
 

@@ -181,6 +181,25 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     }
 }
 
+/// The base of the upstream `Idempotency-Key`s of a task created by a keyed send: the SHA-256
+/// of the owner (length-prefixed, so no two (owner, key) pairs collide) and the caller's key,
+/// in hex. It depends on nothing a retry changes, unlike the task id a retry mints anew when
+/// its key was freed or reclaimed (review M7); the owner keeps two callers' equal keys apart
+/// upstream, and the digest keeps the caller's key and principal out of the upstream's logs.
+pub(super) fn upstream_key(owner: &str, key: &str) -> String {
+    use std::fmt::Write as _;
+    let mut h = Sha256::new();
+    h.update((owner.len() as u64).to_be_bytes());
+    h.update(owner.as_bytes());
+    h.update(key.as_bytes());
+    h.finalize()
+        .iter()
+        .fold(String::with_capacity(66), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 impl A2aService {
     /// Claims `req.key` for this send, or finds the earlier send that holds it.
     pub(super) async fn claim_key(&self, req: KeyRequest) -> Result<Keyed, A2aError> {

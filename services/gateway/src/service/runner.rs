@@ -276,39 +276,45 @@ impl A2aService {
         };
 
         let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
-        let (agent, task, continues, upstream, turn, epoch) = if message.task_id.is_empty() {
-            let agent = self
-                .inner
-                .agents
-                .route(&req.tenant, &message, req.metadata.as_ref())?
-                .agent;
-            if message.context_id.is_empty() {
-                message.context_id = uuid::Uuid::now_v7().to_string();
+        let (agent, task, continues, upstream, turn, epoch, upstream_key) =
+            if message.task_id.is_empty() {
+                let agent = self
+                    .inner
+                    .agents
+                    .route(&req.tenant, &message, req.metadata.as_ref())?
+                    .agent;
+                if message.context_id.is_empty() {
+                    message.context_id = uuid::Uuid::now_v7().to_string();
+                } else {
+                    validate::required_id(&message.context_id, "message.contextId")?;
+                }
+                message.task_id = uuid::Uuid::now_v7().to_string();
+                // A keyed send's upstream key outlives the task id minted here (review M7).
+                let upstream_key = key
+                    .as_ref()
+                    .map(|(key, _)| idempotency::upstream_key(&ctx.owner, key));
+                (agent, None, None, None, 1, 0, upstream_key)
             } else {
-                validate::required_id(&message.context_id, "message.contextId")?;
-            }
-            message.task_id = uuid::Uuid::now_v7().to_string();
-            (agent, None, None, None, 1, 0)
-        } else {
-            let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
-            message.context_id = rec.task.context_id.clone();
-            let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
-                A2aError::Internal(format!(
-                    "agent {:?} of the task is not configured",
-                    rec.agent
-                ))
-            })?;
-            let turn = turns_of(&rec.task).saturating_add(1);
-            let epoch = rec.dispatch.epoch;
-            (
-                agent,
-                Some(rec.task),
-                Some(rec.seq),
-                rec.upstream,
-                turn,
-                epoch,
-            )
-        };
+                let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
+                message.context_id = rec.task.context_id.clone();
+                let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
+                    A2aError::Internal(format!(
+                        "agent {:?} of the task is not configured",
+                        rec.agent
+                    ))
+                })?;
+                let turn = turns_of(&rec.task).saturating_add(1);
+                let epoch = rec.dispatch.epoch;
+                (
+                    agent,
+                    Some(rec.task),
+                    Some(rec.seq),
+                    rec.upstream,
+                    turn,
+                    epoch,
+                    rec.upstream_key,
+                )
+            };
         ctx.span.set_all(|| {
             [
                 KeyValue::new("a2a.task_id", message.task_id.clone()),
@@ -377,6 +383,7 @@ impl A2aService {
                 task,
                 upstream,
                 turn,
+                upstream_key,
             },
             continues,
             epoch,
@@ -1036,6 +1043,7 @@ impl Runner<'_> {
         };
         let store = &self.svc.inner.store;
         let new = NewTask {
+            upstream_key: self.turn.request.upstream_key.clone(),
             owner: self.turn.owner.clone(),
             agent: self.turn.agent.name().to_owned(),
             task,

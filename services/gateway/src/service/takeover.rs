@@ -215,6 +215,8 @@ impl A2aService {
                     task: Some(rec.task.clone()),
                     upstream: rec.upstream.clone(),
                     turn,
+                    // The key the dead replica sent under: the upstream answers from its send.
+                    upstream_key: rec.upstream_key.clone(),
                 },
                 continues: Some(rec.seq),
                 epoch: rec.dispatch.epoch,

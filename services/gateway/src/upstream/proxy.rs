@@ -75,12 +75,16 @@ pub(super) async fn execute(
     map.poll(&client).await
 }
 
-/// The `Idempotency-Key` of a turn: the gateway task id, the same on every replica, plus the
-/// turn for a task's later messages (each of them is a request of its own upstream).
+/// The `Idempotency-Key` of a turn: the same on every replica, plus the turn for a task's later
+/// messages (each of them is a request of its own upstream). Its base is the digest of the
+/// caller's (owner, key) for a task created by a keyed send, so a retry that got a new task id
+/// (its key was freed or reclaimed) is still recognised upstream (review M7); otherwise the
+/// gateway task id.
 pub(super) fn idempotency_key(req: &AgentRequest) -> String {
+    let base = req.upstream_key.as_deref().unwrap_or(&req.task_id);
     match req.turn {
-        0 | 1 => req.task_id.clone(),
-        n => format!("{}.{n}", req.task_id),
+        0 | 1 => base.to_owned(),
+        n => format!("{base}.{n}"),
     }
 }
 
