@@ -377,6 +377,20 @@ mod tests {
 
     use super::*;
 
+    /// Review M7: the upstream key depends on the caller's (owner, key) only, never on a task
+    /// id, and no two (owner, key) pairs share it (the owner is length-prefixed).
+    #[test]
+    fn upstream_keys_derive_from_owner_and_key() {
+        let k = upstream_key("alice", "retry-1");
+        assert_eq!(k, upstream_key("alice", "retry-1"), "stable across retries");
+        assert_eq!(k.len(), 64);
+        assert!(k.bytes().all(|b| b.is_ascii_hexdigit()), "{k}");
+        assert_ne!(k, upstream_key("bob", "retry-1"), "per principal");
+        assert_ne!(k, upstream_key("alice", "retry-2"));
+        assert_ne!(upstream_key("ab", "c"), upstream_key("a", "bc"));
+        assert!(!k.contains("alice") && !k.contains("retry"));
+    }
+
     fn send(message_id: &str, text: &str) -> SendMessageRequest {
         SendMessageRequest {
             message: Some(Message {

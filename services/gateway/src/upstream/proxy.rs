@@ -387,3 +387,32 @@ impl Mapper {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(task_id: &str, turn: u32, upstream_key: Option<&str>) -> AgentRequest {
+        AgentRequest {
+            task_id: task_id.into(),
+            context_id: "c".into(),
+            message: Default::default(),
+            task: None,
+            upstream: None,
+            turn,
+            upstream_key: upstream_key.map(Into::into),
+        }
+    }
+
+    /// The task id is the base unless the task was created by a keyed send (review M7); later
+    /// messages add `.N`.
+    #[test]
+    fn idempotency_keys_use_the_keyed_sends_base() {
+        assert_eq!(idempotency_key(&request("t1", 1, None)), "t1");
+        assert_eq!(idempotency_key(&request("t1", 3, None)), "t1.3");
+        // Two task ids minted for retries of one keyed send: one upstream key.
+        assert_eq!(idempotency_key(&request("t1", 1, Some("k"))), "k");
+        assert_eq!(idempotency_key(&request("t2", 1, Some("k"))), "k");
+        assert_eq!(idempotency_key(&request("t2", 2, Some("k"))), "k.2");
+    }
+}
