@@ -496,6 +496,7 @@ impl A2aService {
         let span = turn_span(&turn);
         let trace = span.traceparent().or_else(|| turn.traceparent.clone());
         let owner = turn.owner.clone();
+        let epoch = turn.epoch;
         tokio::spawn(async move {
             // Boxed: a turn's future is large (it holds every state of the runner), and tokio
             // copies a spawned future into its task and copies its stage again as it ends; a box
@@ -509,7 +510,7 @@ impl A2aService {
                 .is_err();
             span.end();
             if panicked {
-                svc.fail_after_panic(&task_id, &owner).await;
+                svc.fail_after_panic(&task_id, &owner, epoch).await;
             }
             svc.inner
                 .running
@@ -522,7 +523,8 @@ impl A2aService {
     /// After its runner panicked: the task (if it exists and has not ended) ends FAILED, so it
     /// is never left running with no runner. The caller waiting for the turn's first answer
     /// gets an internal error (its channel closed); the turn's key and quota went with it.
-    async fn fail_after_panic(&self, task_id: &str, owner: &str) {
+    /// Fenced by the turn's `epoch`: a task taken over meanwhile is the other replica's.
+    async fn fail_after_panic(&self, task_id: &str, owner: &str, epoch: u64) {
         tracing::error!(task_id, "the task runner panicked; the task fails");
         metrics::counter!("a2a_panics_total", "where" => "turn").increment(1);
         let store = &self.inner.store;
@@ -561,7 +563,10 @@ impl A2aService {
                 user_message: None,
                 event,
             };
-            match store.append_all(task_id, rec.seq, vec![change]).await {
+            match store
+                .append_fenced(task_id, rec.seq, Some(epoch), vec![change])
+                .await
+            {
                 Ok((events, _)) => {
                     self.publish(task_id, events.into_iter().map(|e| (e.seq, e.event)))
                         .await;
@@ -569,6 +574,13 @@ impl A2aService {
                 }
                 // Written meanwhile (a cancel): read it again.
                 Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::Fenced(_)) => {
+                    tracing::warn!(
+                        task_id,
+                        "the task of the panicked runner was taken over by another replica: left to it"
+                    );
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(task_id, error = %e, "cannot fail the task of a panicked runner");
                     return;
