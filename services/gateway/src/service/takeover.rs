@@ -52,13 +52,18 @@ fn millis_since_base(at: tokio::time::Instant) -> u64 {
 }
 
 impl LeaseClock {
+    /// A lease of `lease` is kept from now on: nothing is live until a renewal succeeded.
+    fn require(&self, lease: Duration) {
+        self.term_ms.store(
+            u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1),
+            Ordering::Relaxed,
+        );
+    }
+
     /// A round that started at `started` renewed the lease for `lease`.
     fn renewed(&self, started: tokio::time::Instant, lease: Duration) {
         let until = millis_since_base(started + lease);
-        self.term_ms.store(
-            u64::try_from(lease.as_millis()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        self.require(lease);
         self.valid_until_ms.fetch_max(until, Ordering::Relaxed);
     }
 
@@ -120,6 +125,9 @@ impl A2aService {
     /// starts no new turn). The first renewal happens before this returns, so a replica never
     /// writes tasks while the others could think it dead.
     pub async fn start_dispatch_lease(&self, replica: String, lease: Duration) {
+        // A replica without a lease row would see its tasks claimed at once: until the first
+        // renewal succeeds, it sends no turn upstream.
+        self.inner.lease.require(lease);
         if let Err(e) = self.take_over_once(&replica, lease, TAKEOVER_BATCH).await {
             tracing::warn!(error = %e, "cannot renew the dispatch lease yet");
         }
@@ -238,5 +246,45 @@ impl A2aService {
             drop(self.start_turn(turn));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Review M4: without a renewal within the lease term, turns wait to be sent; a renewal
+    /// lets them go; a cancel ends the wait.
+    #[tokio::test]
+    async fn a_lapsed_lease_holds_sends_until_it_is_renewed() {
+        let lease = Duration::from_millis(300);
+        let clock = Arc::new(LeaseClock::default());
+        assert!(clock.is_live(), "no lease kept (in-memory store)");
+        clock.require(lease);
+        assert!(!clock.is_live(), "none until the first renewal");
+        clock.renewed(tokio::time::Instant::now(), lease);
+        assert!(clock.is_live());
+        tokio::time::sleep(lease + Duration::from_millis(50)).await;
+        assert!(!clock.is_live(), "lapsed");
+
+        let cancel = CancellationToken::new();
+        let waiting = {
+            let (clock, cancel) = (clock.clone(), cancel.clone());
+            tokio::spawn(async move { clock.wait_live(&cancel).await })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!waiting.is_finished(), "held while lapsed");
+        clock.renewed(tokio::time::Instant::now(), lease);
+        assert!(waiting.await.unwrap(), "released by the renewal");
+
+        tokio::time::sleep(lease + Duration::from_millis(50)).await;
+        let held = {
+            let (clock, cancel) = (clock.clone(), cancel.clone());
+            tokio::spawn(async move { clock.wait_live(&cancel).await })
+        };
+        cancel.cancel();
+        assert!(!held.await.unwrap(), "a cancel ends the wait");
     }
 }
