@@ -46,6 +46,8 @@ pub struct TaskRecord {
     pub upstream: Option<UpstreamRef>,
     /// How the current turn is being dispatched upstream (for a takeover).
     pub dispatch: DispatchMarks,
+    /// [`NewTask::upstream_key`], kept for a takeover and the task's later turns.
+    pub upstream_key: Option<String>,
 }
 
 /// What a replica records about dispatching a task's turn to an upstream agent, so that the
@@ -59,6 +61,11 @@ pub struct DispatchMarks {
     pub sent_turn: Option<u32>,
     /// When it began, Unix milliseconds.
     pub sent_at_ms: Option<i64>,
+    /// The task's fencing token: one more at every takeover claim ([`TaskStore::take_over`]).
+    /// A turn carries the epoch it started under in its appends
+    /// ([`TaskStore::append_fenced`]) and its [`DispatchMark::Sending`] mark; either is refused
+    /// with [`StoreError::Fenced`] once the task was taken over.
+    pub epoch: u64,
 }
 
 /// One fact for [`TaskStore::mark_dispatch`].
@@ -66,8 +73,9 @@ pub struct DispatchMarks {
 pub enum DispatchMark {
     /// The current turn waits in the dispatch queue with this priority.
     Queued { priority: i16 },
-    /// Turn `turn` is about to be sent upstream (recorded before the call).
-    Sending { turn: u32 },
+    /// Turn `turn` is about to be sent upstream (recorded before the call), by a runner that
+    /// started under `epoch` (refused with [`StoreError::Fenced`] if the task's epoch moved).
+    Sending { turn: u32, epoch: u64 },
 }
 
 /// An upstream agent's task and context ids, stored beside the gateway's own.
@@ -82,6 +90,8 @@ pub struct UpstreamRef {
 pub struct Orphan {
     pub owner: String,
     pub task_id: String,
+    /// The task's epoch after this claim: the fencing token of the turn resumed from it.
+    pub epoch: u64,
 }
 
 /// What [`TaskStore::create`] needs: the task as created (id, context id, status, history).
@@ -90,6 +100,10 @@ pub struct NewTask {
     pub owner: String,
     pub agent: String,
     pub task: Task,
+    /// What the task's upstream `Idempotency-Key`s derive from, when it is not the task id: a
+    /// keyed send's (owner, key) digest, so a retry that mints a new task id after its key was
+    /// freed or reclaimed reaches the upstream under the same key (review M7).
+    pub upstream_key: Option<String>,
 }
 
 /// One entry of a task's event log.
@@ -238,6 +252,10 @@ pub enum StoreError {
     Terminal(String),
     #[error("task {0} already exists")]
     Duplicate(String),
+    /// The task was taken over by another replica since this turn started (its epoch moved):
+    /// the write is refused and the turn must stop here.
+    #[error("task {0} was taken over by another replica (stale dispatch epoch)")]
+    Fenced(String),
     #[error("invalid page token")]
     InvalidPageToken,
     #[error("store unavailable: {0}")]
@@ -324,6 +342,21 @@ pub trait TaskStore: Send + Sync + 'static {
         &self,
         task_id: &str,
         expected_seq: u64,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        self.append_fenced(task_id, expected_seq, None, changes)
+            .await
+    }
+
+    /// [`TaskStore::append_all`], also guarded by the task's fencing token when `epoch` is
+    /// given: refused with [`StoreError::Fenced`] unless the task's epoch is still `epoch`
+    /// (checked inside the same statement). The runner of a turn passes the epoch it started
+    /// under; writers that are not a turn (cancel, expiry) pass `None`.
+    async fn append_fenced(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        epoch: Option<u64>,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)>;
 

@@ -473,6 +473,7 @@ impl TaskStore for MemoryTaskStore {
                 seq: events.len() as u64,
                 upstream: None,
                 dispatch: Default::default(),
+                upstream_key: new.upstream_key,
             },
             // The events themselves are shared with the answer (see `StoredEvent::event`).
             events: events.iter().map(|e| e.event.clone()).collect(),
@@ -504,10 +505,11 @@ impl TaskStore for MemoryTaskStore {
         Ok((events, task))
     }
 
-    async fn append_all(
+    async fn append_fenced(
         &self,
         task_id: &str,
         expected_seq: u64,
+        epoch: Option<u64>,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
         if changes.is_empty() {
@@ -519,6 +521,11 @@ impl TaskStore for MemoryTaskStore {
             .tasks
             .get_mut(task_id)
             .ok_or_else(|| StoreError::NotFound(task_id.to_owned()))?;
+        // One process uses this store, so nothing takes its tasks over and the epoch stays 0;
+        // the guard is still the same as PostgreSQL's.
+        if epoch.is_some_and(|e| e != entry.record.dispatch.epoch) {
+            return Err(StoreError::Fenced(task_id.to_owned()));
+        }
         if entry.record.seq != expected_seq {
             return Err(StoreError::Conflict {
                 task_id: task_id.to_owned(),
@@ -806,7 +813,10 @@ impl TaskStore for MemoryTaskStore {
         let marks = &mut entry.record.dispatch;
         match mark {
             DispatchMark::Queued { priority } => marks.priority = Some(priority),
-            DispatchMark::Sending { turn } => {
+            DispatchMark::Sending { turn, epoch } => {
+                if epoch != marks.epoch {
+                    return Err(StoreError::Fenced(task_id.to_owned()));
+                }
                 marks.sent_turn = Some(turn);
                 marks.sent_at_ms = Some(a2a_types::wkt::Timestamp::now().as_millis());
             }
@@ -919,6 +929,7 @@ mod tests {
 
     fn new_task(id: &str) -> NewTask {
         NewTask {
+            upstream_key: None,
             owner: "alice".into(),
             agent: "echo".into(),
             task: Task {

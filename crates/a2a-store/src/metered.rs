@@ -62,6 +62,7 @@ fn timed<T>(
         Err(StoreError::Conflict { .. }) => "conflict",
         Err(StoreError::Terminal(_)) => "terminal",
         Err(StoreError::Duplicate(_)) => "duplicate",
+        Err(StoreError::Fenced(_)) => "fenced",
         Err(StoreError::InvalidPageToken) => "invalid_page_token",
         Err(StoreError::Unavailable(_)) => "unavailable",
         Err(StoreError::Internal(_)) => "internal",
@@ -112,13 +113,18 @@ impl TaskStore for Metered {
         forward!(self, "create", create_with(new, changes))
     }
 
-    async fn append_all(
+    async fn append_fenced(
         &self,
         task_id: &str,
         expected_seq: u64,
+        epoch: Option<u64>,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
-        forward!(self, "append", append_all(task_id, expected_seq, changes))
+        forward!(
+            self,
+            "append",
+            append_fenced(task_id, expected_seq, epoch, changes)
+        )
     }
 
     async fn get(

@@ -32,7 +32,7 @@ macro_rules! store_conformance_suite {
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, push_configs_are_bounded,
             upstream_ids_are_kept,
-            dispatch_marks_tell_queued_from_sent,
+            dispatch_marks_tell_queued_from_sent, stale_epochs_are_fenced,
             idempotency_keys_are_per_owner_and_first_wins,
             expired_idempotency_keys_are_free_and_purged, changes_commit_together,
             last_seqs_report_each_existing_task,
@@ -69,6 +69,7 @@ fn message(id: &str) -> Message {
 
 fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
     NewTask {
+        upstream_key: None,
         owner: owner.into(),
         agent: "echo".into(),
         task: Task {
@@ -676,7 +677,7 @@ pub async fn dispatch_marks_tell_queued_from_sent(store: &dyn TaskStore) {
     assert_eq!((queued.priority, queued.sent_turn), (Some(2), None));
     let before = Timestamp::now().as_millis();
     store
-        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 1 })
+        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 1, epoch: 0 })
         .await
         .unwrap();
     let sent = marks("dm-1").await;
@@ -686,7 +687,7 @@ pub async fn dispatch_marks_tell_queued_from_sent(store: &dyn TaskStore) {
     assert!((at - before).abs() < 5_000, "{at} vs {before}");
     // A later turn replaces the mark; the upstream naming its task keeps it.
     store
-        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 2 })
+        .mark_dispatch("dm-1", DispatchMark::Sending { turn: 2, epoch: 0 })
         .await
         .unwrap();
     let ids = UpstreamRef {
@@ -703,10 +704,76 @@ pub async fn dispatch_marks_tell_queued_from_sent(store: &dyn TaskStore) {
     assert!(named.sent_at_ms.is_some());
     assert!(matches!(
         store
-            .mark_dispatch("missing", DispatchMark::Sending { turn: 1 })
+            .mark_dispatch("missing", DispatchMark::Sending { turn: 1, epoch: 0 })
             .await,
         Err(StoreError::NotFound(_))
     ));
+}
+
+/// A turn's writes carry the epoch it started under (review M4): an append or a "sending"
+/// mark under any other epoch is refused with `Fenced` and writes nothing, before the sequence
+/// guard is even looked at; writes that are not a turn's (`None`) are guarded by sequence only.
+pub async fn stale_epochs_are_fenced(store: &dyn TaskStore) {
+    store.create(new_task("o", "f-1", "c", 1)).await.unwrap();
+    let rec = store.get("o", "f-1", None).await.unwrap().unwrap();
+    assert_eq!(rec.dispatch.epoch, 0, "a new task starts at epoch 0");
+    let stale = rec.dispatch.epoch + 1;
+    assert_eq!(
+        store
+            .append_fenced(
+                "f-1",
+                1,
+                Some(stale),
+                vec![status("f-1", TaskState::Working, 2)]
+            )
+            .await
+            .unwrap_err(),
+        StoreError::Fenced("f-1".into())
+    );
+    assert_eq!(
+        store
+            .mark_dispatch(
+                "f-1",
+                DispatchMark::Sending {
+                    turn: 1,
+                    epoch: stale
+                }
+            )
+            .await
+            .unwrap_err(),
+        StoreError::Fenced("f-1".into())
+    );
+    let after = store.get("o", "f-1", None).await.unwrap().unwrap();
+    assert_eq!(
+        (after.seq, after.dispatch.sent_turn),
+        (1, None),
+        "nothing written"
+    );
+    let (events, _) = store
+        .append_fenced(
+            "f-1",
+            1,
+            Some(0),
+            vec![status("f-1", TaskState::Working, 2)],
+        )
+        .await
+        .unwrap();
+    assert_eq!(events[0].seq, 2);
+    store
+        .mark_dispatch("f-1", DispatchMark::Sending { turn: 1, epoch: 0 })
+        .await
+        .unwrap();
+    // The sequence guard still applies under the right epoch.
+    assert!(matches!(
+        store
+            .append_fenced("f-1", 1, Some(0), vec![status("f-1", TaskState::Failed, 3)])
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
+    store
+        .append("f-1", 2, status("f-1", TaskState::Working, 3))
+        .await
+        .unwrap();
 }
 
 fn key_request(owner: &str, key: &str, task_id: &str, ttl: std::time::Duration) -> KeyRequest {

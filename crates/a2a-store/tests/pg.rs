@@ -51,13 +51,14 @@ impl TaskStore for TestStore {
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
         self.store.create_with(new, c).await
     }
-    async fn append_all(
+    async fn append_fenced(
         &self,
         id: &str,
         seq: u64,
+        epoch: Option<u64>,
         c: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
-        self.store.append_all(id, seq, c).await
+        self.store.append_fenced(id, seq, epoch, c).await
     }
     async fn get(&self, o: &str, id: &str, h: Option<usize>) -> StoreResult<Option<TaskRecord>> {
         self.store.get(o, id, h).await
@@ -194,6 +195,7 @@ fn chunk(artifact_id: &str, s: &str, append: bool) -> StreamResponse {
 
 fn new_task(id: &str) -> NewTask {
     NewTask {
+        upstream_key: None,
         owner: "alice".into(),
         agent: "scenario".into(),
         task: Task {
@@ -437,6 +439,7 @@ async fn orphaned_tasks_are_taken_over_once() {
     assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
     for id in ["run", "done"] {
         let mut new = NewTask {
+            upstream_key: None,
             owner: "o".into(),
             agent: "up".into(),
             task: Task {
@@ -469,11 +472,38 @@ async fn orphaned_tasks_are_taken_over_once() {
         got,
         vec![Orphan {
             owner: "o".into(),
-            task_id: "run".into()
+            task_id: "run".into(),
+            epoch: 1,
         }]
     );
     assert!(b.take_over("b", lease, 10).await.unwrap().is_empty());
     assert!(c.take_over("c", lease, 10).await.unwrap().is_empty());
+
+    // Fencing (review M4): a's runner still holds epoch 0. Its late commit and its "sending"
+    // mark are refused, whatever its sequence number; the survivor's epoch (1) commits.
+    let rec = b.get("o", "run", None).await.unwrap().unwrap();
+    assert_eq!(rec.dispatch.epoch, 1);
+    let late = a2a_store::suite::status("run", TaskState::Completed, Timestamp::now().as_millis());
+    assert_eq!(
+        a.append_fenced("run", rec.seq, Some(0), vec![late.clone()])
+            .await
+            .unwrap_err(),
+        StoreError::Fenced("run".into())
+    );
+    assert_eq!(
+        a.mark_dispatch("run", DispatchMark::Sending { turn: 1, epoch: 0 })
+            .await
+            .unwrap_err(),
+        StoreError::Fenced("run".into())
+    );
+    let after = b.get("o", "run", None).await.unwrap().unwrap();
+    assert_eq!(after.seq, rec.seq, "the stale commit wrote nothing");
+    b.mark_dispatch("run", DispatchMark::Sending { turn: 1, epoch: 1 })
+        .await
+        .unwrap();
+    b.append_fenced("run", rec.seq, Some(1), vec![late])
+        .await
+        .unwrap();
 }
 
 /// An idempotency key claimed by a replica that died is reported abandoned once its lease has

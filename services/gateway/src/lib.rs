@@ -6,6 +6,8 @@ pub mod auth;
 pub mod bindings;
 pub mod config;
 mod conn;
+#[cfg(feature = "failpoints")]
+mod failpoints;
 pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;

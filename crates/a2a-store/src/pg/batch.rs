@@ -20,6 +20,8 @@ pub(super) struct CreateJob {
     pub owner: String,
     pub agent: String,
     pub context_id: String,
+    /// `NewTask::upstream_key`.
+    pub upstream_key: Option<String>,
     /// The row after every event.
     pub row: TaskRow,
     /// Events 1..=n: the task as created, then the changes stored with it.
@@ -30,6 +32,8 @@ pub(super) struct CreateJob {
 pub(super) struct AppendJob {
     pub task_id: String,
     pub expected: i64,
+    /// The fencing token the append is guarded by (`None`: not a turn's write).
+    pub epoch: Option<i64>,
     pub row: TaskRow,
     /// How the task's bytes change (`row.bytes` less those of the snapshot at `expected`).
     pub delta: i64,
@@ -142,17 +146,19 @@ impl CreateParts {
             alen,
             bytes,
         ] = params(n);
+        let [ukey] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
                ${ctx}::text[], ${seq}::int8[], ${state}::int2[], ${ms}::int8[], \
-               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[]) \
+               ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], \
+               ${ukey}::text[]) \
              AS i(id, owner, agent, context_id, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len, bytes)), \
+                  artifacts_len, bytes, upstream_key)), \
              c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
-               seq, history_len, artifacts_len, snapshot, bytes) \
+               seq, history_len, artifacts_len, snapshot, bytes, upstream_key) \
              SELECT id, owner, agent, context_id, state, status_ms, seq, history_len, \
-               artifacts_len, snapshot, bytes FROM c_input \
+               artifacts_len, snapshot, bytes, upstream_key FROM c_input \
              ON CONFLICT (id) DO NOTHING RETURNING id), \
              c_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
@@ -195,6 +201,11 @@ impl CreateParts {
             )
             .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
+        q = q.bind(
+            jobs.iter()
+                .map(|j| j.upstream_key.as_deref())
+                .collect::<Vec<_>>(),
+        );
         q = bind_events(q, jobs.iter().map(|j| (j.id.as_str(), 1, &j.events)));
         if self.history {
             q = bind3(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.history)));
@@ -229,18 +240,21 @@ impl AppendParts {
 
     fn sql(&self, n: &mut usize, ctes: &mut Vec<String>) {
         let [id, expected, seq, state, ms, snap, hlen, alen, bytes] = params(n);
-        let [delta] = params(n);
+        let [delta, epoch] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         // Terminal states (COMPLETED 3, FAILED 4, CANCELED 5, REJECTED 7) are refused here
         // too, so immutability does not rest on the caller's snapshot alone.
         // The replica whose connection appends becomes the task's dispatcher (its session
         // setting `a2a.replica`, migration 0004): whoever runs the turn writes its events.
+        // A turn's append also carries the epoch it started under (migration 0013): once a
+        // takeover moved it, the stale runner's append changes nothing.
         ctes.push(format!(
             "a_input AS (SELECT * FROM unnest(${id}::text[], ${expected}::int8[], \
                ${seq}::int8[], ${state}::int2[], ${ms}::int8[], ${snap}::bytea[], \
-               ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], ${delta}::int8[]) \
+               ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], ${delta}::int8[], \
+               ${epoch}::int8[]) \
              AS i(task_id, expected, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len, bytes, delta)), \
+                  artifacts_len, bytes, delta, epoch)), \
              a_updated AS (UPDATE tasks t SET seq = i.seq, state = i.state, \
                status_ms = i.status_ms, snapshot = i.snapshot, history_len = i.history_len, \
                artifacts_len = i.artifacts_len, bytes = i.bytes, updated_at = now(), \
@@ -248,6 +262,7 @@ impl AppendParts {
                  t.dispatcher) \
              FROM a_input i \
              WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
+               AND (i.epoch IS NULL OR t.epoch = i.epoch) \
              RETURNING t.id, t.seq, t.history_len, t.artifacts_len, t.owner), \
              a_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
@@ -313,7 +328,9 @@ impl AppendParts {
             .bind(jobs.iter().map(|j| j.expected).collect::<Vec<_>>())
             .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
-        q = q.bind(jobs.iter().map(|j| j.delta).collect::<Vec<_>>());
+        q = q
+            .bind(jobs.iter().map(|j| j.delta).collect::<Vec<_>>())
+            .bind(jobs.iter().map(|j| j.epoch).collect::<Vec<_>>());
         q = bind_events(
             q,
             jobs.iter()

@@ -38,12 +38,29 @@ pub(super) async fn mark(pool: &PgPool, task_id: &str, mark: DispatchMark) -> St
                 .bind(task_id)
                 .bind(priority)
         }
-        DispatchMark::Sending { turn } => sqlx::query(
-            "UPDATE tasks SET upstream_sent_turn = $2, upstream_sent_at = now() WHERE id = $1",
+        // Fenced (migration 0013): a runner whose task was taken over marks nothing, and
+        // learns it before it sends. The row count tells a missing task (none) from a stale
+        // epoch (a row, not updated) in the same statement.
+        DispatchMark::Sending { turn, epoch } => sqlx::query(
+            "WITH t AS (SELECT id FROM tasks WHERE id = $1), \
+                  u AS (UPDATE tasks SET upstream_sent_turn = $2, upstream_sent_at = now() \
+                         WHERE id = $1 AND epoch = $3 RETURNING id) \
+             SELECT (SELECT count(*) FROM t) AS found, (SELECT count(*) FROM u) AS updated",
         )
         .bind(task_id)
-        .bind(i32::try_from(turn).unwrap_or(i32::MAX)),
+        .bind(i32::try_from(turn).unwrap_or(i32::MAX))
+        .bind(i64::try_from(epoch).unwrap_or(i64::MAX)),
     };
+    if let DispatchMark::Sending { .. } = mark {
+        let row = query.fetch_one(pool).await.map_err(db_error)?;
+        let found: i64 = row.try_get("found").map_err(db_error)?;
+        let updated: i64 = row.try_get("updated").map_err(db_error)?;
+        return match (found, updated) {
+            (0, _) => Err(StoreError::NotFound(task_id.to_owned())),
+            (_, 0) => Err(StoreError::Fenced(task_id.to_owned())),
+            _ => Ok(()),
+        };
+    }
     let done = query.execute(pool).await.map_err(db_error)?;
     if done.rows_affected() == 0 {
         return Err(StoreError::NotFound(task_id.to_owned()));
@@ -117,7 +134,8 @@ pub(super) async fn purge_expired_keys(pool: &PgPool, limit: usize) -> StoreResu
 }
 
 /// Renews `replica`'s lease, then claims orphans: running tasks whose dispatcher holds no live
-/// lease. `SKIP LOCKED` lets several survivors scan at once without claiming a task twice; the
+/// lease. Each claim moves the task's epoch (its fencing token, migration 0013) on by one, so
+/// the replica that lost the task can no longer append to it or mark it sent. `SKIP LOCKED` lets several survivors scan at once without claiming a task twice; the
 /// claim itself is the `UPDATE` of the dispatcher.
 pub(super) async fn take_over(
     pool: &PgPool,
@@ -136,8 +154,8 @@ pub(super) async fn take_over(
                AND NOT EXISTS (SELECT 1 FROM dispatch_leases l \
                                 WHERE l.replica = t.dispatcher AND l.expires_at > now()) \
              LIMIT $2 FOR UPDATE SKIP LOCKED) \
-        UPDATE tasks t SET dispatcher = $1 FROM orphans o WHERE t.id = o.id \
-        RETURNING t.id, t.owner";
+        UPDATE tasks t SET dispatcher = $1, epoch = t.epoch + 1 FROM orphans o WHERE t.id = o.id \
+        RETURNING t.id, t.owner, t.epoch";
     sqlx::query(RENEW)
         .bind(replica)
         .bind(lease.as_secs_f64())
@@ -155,6 +173,8 @@ pub(super) async fn take_over(
             Ok(Orphan {
                 task_id: r.try_get("id").map_err(db_error)?,
                 owner: r.try_get("owner").map_err(db_error)?,
+                epoch: u64::try_from(r.try_get::<i64, _>("epoch").map_err(db_error)?)
+                    .unwrap_or_default(),
             })
         })
         .collect()

@@ -109,6 +109,9 @@ pub struct PgTaskStore {
     cache: Mutex<HashMap<String, (u64, Task)>>,
     /// `/readyz`: its own connection, bounded, with the schema gate (`health.rs`).
     health: health::Health,
+    /// The dispatch lease's own connection (renewal and takeover claims): a request pool
+    /// exhausted by load cannot make the lease lapse (review M4).
+    leases: PgPool,
 }
 
 /// Maps driver errors: a lost or unobtainable connection is `Unavailable` (the caller may retry
@@ -164,6 +167,7 @@ impl PgTaskStore {
         };
         // The claimer's own connections: see `claims.rs` for why they need no synchronous commit.
         let claims = pool_of(2, connect.clone().options([("synchronous_commit", "off")]));
+        let leases = pool_of(1, connect.clone());
         let pool = pool_of(options.pool_size.max(2), connect);
         let writers = match options.writers {
             0 => 2.min(options.pool_size as usize / 2).max(1),
@@ -175,6 +179,7 @@ impl PgTaskStore {
             pool,
             claimer: Claimer::spawn(claims),
             cache: Mutex::new(HashMap::new()),
+            leases,
         })
     }
 
@@ -218,16 +223,21 @@ impl PgTaskStore {
     }
 
     /// Why the guarded update changed nothing.
-    async fn refused(&self, task_id: &str, expected: u64) -> StoreError {
+    async fn refused(&self, task_id: &str, expected: u64, epoch: Option<u64>) -> StoreError {
         match read::seq_and_state(&self.pool, task_id).await {
             Err(e) => e,
             Ok(None) => StoreError::NotFound(task_id.to_owned()),
-            Ok(Some((actual, _))) if actual != expected => StoreError::Conflict {
+            Ok(Some((_, _, actual))) if epoch.is_some_and(|e| e != actual) => {
+                StoreError::Fenced(task_id.to_owned())
+            }
+            Ok(Some((actual, _, _))) if actual != expected => StoreError::Conflict {
                 task_id: task_id.to_owned(),
                 expected,
                 actual,
             },
-            Ok(Some((_, state))) if is_terminal(state) => StoreError::Terminal(task_id.to_owned()),
+            Ok(Some((_, state, _))) if is_terminal(state) => {
+                StoreError::Terminal(task_id.to_owned())
+            }
             Ok(Some(_)) => StoreError::Internal(format!(
                 "the guarded update of task {task_id} at sequence {expected} changed nothing"
             )),
@@ -254,6 +264,7 @@ impl TaskStore for PgTaskStore {
             owner: new.owner,
             agent: new.agent,
             context_id: task.context_id.clone(),
+            upstream_key: new.upstream_key,
             row: TaskRow::of(&task),
             events: events
                 .iter()
@@ -268,10 +279,11 @@ impl TaskStore for PgTaskStore {
         Ok((events, task))
     }
 
-    async fn append_all(
+    async fn append_fenced(
         &self,
         task_id: &str,
         expected_seq: u64,
+        epoch: Option<u64>,
         changes: Vec<TaskChange>,
     ) -> StoreResult<(Vec<StoredEvent>, Task)> {
         if changes.is_empty() {
@@ -281,6 +293,9 @@ impl TaskStore for PgTaskStore {
             Some(task) => task,
             None => match read::load(&self.pool, task_id, None, None).await? {
                 None => return Err(StoreError::NotFound(task_id.to_owned())),
+                Some(rec) if epoch.is_some_and(|e| e != rec.dispatch.epoch) => {
+                    return Err(StoreError::Fenced(task_id.to_owned()));
+                }
                 Some(rec) if rec.seq != expected_seq => {
                     return Err(StoreError::Conflict {
                         task_id: task_id.to_owned(),
@@ -298,6 +313,7 @@ impl TaskStore for PgTaskStore {
         let job = AppendJob {
             task_id: task_id.to_owned(),
             expected: to_i64(expected_seq),
+            epoch: epoch.map(to_i64),
             delta: row.bytes.saturating_sub(old_bytes),
             row,
             events: events
@@ -307,7 +323,7 @@ impl TaskStore for PgTaskStore {
             plan: Plan::diff(&old, &new),
         };
         let Some(seq) = self.writer.append(job).await? else {
-            return Err(self.refused(task_id, expected_seq).await);
+            return Err(self.refused(task_id, expected_seq, epoch).await);
         };
         self.cache_put(task_id, seq, &new);
         Ok((events, new))
@@ -424,7 +440,7 @@ impl TaskStore for PgTaskStore {
         lease: Duration,
         limit: usize,
     ) -> StoreResult<Vec<Orphan>> {
-        dispatch::take_over(&self.pool, replica, lease, limit).await
+        dispatch::take_over(&self.leases, replica, lease, limit).await
     }
 
     async fn ping(&self) -> StoreResult<()> {

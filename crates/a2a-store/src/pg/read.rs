@@ -56,6 +56,7 @@ fn marks_of(row: &PgRow) -> StoreResult<DispatchMarks> {
         priority: row.try_get("priority").map_err(internal)?,
         sent_turn: sent_turn.and_then(|t| u32::try_from(t).ok()),
         sent_at_ms: row.try_get("sent_at_ms").map_err(internal)?,
+        epoch: seq_of(row, "epoch")?,
     })
 }
 
@@ -74,7 +75,7 @@ pub(super) async fn load(
 ) -> StoreResult<Option<TaskRecord>> {
     const SQL: &str = "\
         SELECT t.owner, t.agent, t.seq, t.snapshot, t.upstream_task_id, t.upstream_context_id, \
-               t.priority, t.upstream_sent_turn, \
+               t.priority, t.upstream_sent_turn, t.epoch, t.upstream_key, \
                (extract(epoch FROM t.upstream_sent_at) * 1000)::bigint AS sent_at_ms, \
                ARRAY(SELECT h.message FROM task_history h \
                       WHERE h.task_id = t.id AND h.position >= t.history_len - $3 \
@@ -100,15 +101,16 @@ pub(super) async fn load(
         seq: seq_of(&row, "seq")?,
         upstream: upstream_of(&row)?,
         dispatch: marks_of(&row)?,
+        upstream_key: row.try_get("upstream_key").map_err(internal)?,
     }))
 }
 
-/// The sequence number and state of a task, whoever owns it.
+/// The sequence number, state and epoch of a task, whoever owns it.
 pub(super) async fn seq_and_state(
     pool: &PgPool,
     task_id: &str,
-) -> StoreResult<Option<(u64, TaskState)>> {
-    let row = sqlx::query("SELECT seq, state FROM tasks WHERE id = $1")
+) -> StoreResult<Option<(u64, TaskState, u64)>> {
+    let row = sqlx::query("SELECT seq, state, epoch FROM tasks WHERE id = $1")
         .bind(task_id)
         .fetch_optional(pool)
         .await
@@ -118,7 +120,7 @@ pub(super) async fn seq_and_state(
     };
     let state: i16 = row.try_get("state").map_err(internal)?;
     let state = TaskState::try_from(i32::from(state)).unwrap_or(TaskState::Unspecified);
-    Ok(Some((seq_of(&row, "seq")?, state)))
+    Ok(Some((seq_of(&row, "seq")?, state, seq_of(&row, "epoch")?)))
 }
 
 /// One ListTasks page. The SQL text is assembled from fixed fragments per filter shape (values

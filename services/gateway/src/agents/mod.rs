@@ -33,6 +33,10 @@ pub struct AgentRequest {
     /// Which message of the task this turn answers (1 = the first): with the task id, it names
     /// the turn the same way on every replica (an upstream's idempotency key).
     pub turn: u32,
+    /// What the turn's upstream idempotency key derives from instead of the task id: for a
+    /// task created by a keyed send, a digest of the caller's (owner, key)
+    /// (`service::idempotency::upstream_key`), stored with the task.
+    pub upstream_key: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -193,6 +193,7 @@ mod tests {
 
     fn request_with(data: serde_json::Value) -> AgentRequest {
         AgentRequest {
+            upstream_key: None,
             task_id: "t".into(),
             context_id: "c".into(),
             message: Message {

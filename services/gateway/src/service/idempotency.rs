@@ -181,6 +181,25 @@ fn write_canonical(value: &serde_json::Value, out: &mut Vec<u8>) {
     }
 }
 
+/// The base of the upstream `Idempotency-Key`s of a task created by a keyed send: the SHA-256
+/// of the owner (length-prefixed, so no two (owner, key) pairs collide) and the caller's key,
+/// in hex. It depends on nothing a retry changes, unlike the task id a retry mints anew when
+/// its key was freed or reclaimed (review M7); the owner keeps two callers' equal keys apart
+/// upstream, and the digest keeps the caller's key and principal out of the upstream's logs.
+pub(super) fn upstream_key(owner: &str, key: &str) -> String {
+    use std::fmt::Write as _;
+    let mut h = Sha256::new();
+    h.update((owner.len() as u64).to_be_bytes());
+    h.update(owner.as_bytes());
+    h.update(key.as_bytes());
+    h.finalize()
+        .iter()
+        .fold(String::with_capacity(66), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 impl A2aService {
     /// Claims `req.key` for this send, or finds the earlier send that holds it.
     pub(super) async fn claim_key(&self, req: KeyRequest) -> Result<Keyed, A2aError> {
@@ -357,6 +376,20 @@ mod tests {
     use a2a_types::v1::{Message, Part, SendMessageConfiguration, part::Content};
 
     use super::*;
+
+    /// Review M7: the upstream key depends on the caller's (owner, key) only, never on a task
+    /// id, and no two (owner, key) pairs share it (the owner is length-prefixed).
+    #[test]
+    fn upstream_keys_derive_from_owner_and_key() {
+        let k = upstream_key("alice", "retry-1");
+        assert_eq!(k, upstream_key("alice", "retry-1"), "stable across retries");
+        assert_eq!(k.len(), 64);
+        assert!(k.bytes().all(|b| b.is_ascii_hexdigit()), "{k}");
+        assert_ne!(k, upstream_key("bob", "retry-1"), "per principal");
+        assert_ne!(k, upstream_key("alice", "retry-2"));
+        assert_ne!(upstream_key("ab", "c"), upstream_key("a", "bc"));
+        assert!(!k.contains("alice") && !k.contains("retry"));
+    }
 
     fn send(message_id: &str, text: &str) -> SendMessageRequest {
         SendMessageRequest {

@@ -149,6 +149,8 @@ struct Inner {
     watch: watch::Watch,
     /// `[limits.rate]`; `None` when no limit is set.
     rate: Option<Arc<RateLimiter>>,
+    /// Until when this replica's dispatch lease is known to hold (see `takeover.rs`).
+    lease: takeover::LeaseClock,
 }
 
 impl A2aService {
@@ -198,6 +200,7 @@ impl A2aService {
                 jwks,
                 watch: watch::Watch::default(),
                 rate,
+                lease: takeover::LeaseClock::default(),
             }),
         };
         svc.inner
@@ -429,6 +432,9 @@ pub(crate) fn store_error(task_id: &str, e: StoreError) -> A2aError {
             A2aError::UnsupportedOperation(format!("task {task_id} changed concurrently; retry"))
         }
         StoreError::QuotaExceeded { quota, limit } => quota::refusal(quota, limit),
+        StoreError::Fenced(_) => A2aError::Unavailable(format!(
+            "task {task_id} was taken over by another replica; its turn goes on there"
+        )),
         other => {
             tracing::error!(task_id, error = %other, "task store error");
             A2aError::Internal("the task store failed".into())

@@ -78,6 +78,9 @@ pub(super) struct Turn {
     pub request: AgentRequest,
     /// The sequence number of the task being continued; `None` for a new task.
     pub continues: Option<u64>,
+    /// The task's fencing token when the turn started (0 for a new task): every write of the
+    /// turn carries it, and is refused once a takeover moved it (review M4).
+    pub epoch: u64,
     pub push_config: Option<TaskPushNotificationConfig>,
     /// The dialect of the send, which a `push_config` registered with it keeps.
     pub dialect: a2a_types::Dialect,
@@ -275,31 +278,45 @@ impl A2aService {
         };
 
         let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
-        let (agent, task, continues, upstream, turn) = if message.task_id.is_empty() {
-            let agent = self
-                .inner
-                .agents
-                .route(&req.tenant, &message, req.metadata.as_ref())?
-                .agent;
-            if message.context_id.is_empty() {
-                message.context_id = uuid::Uuid::now_v7().to_string();
+        let (agent, task, continues, upstream, turn, epoch, upstream_key) =
+            if message.task_id.is_empty() {
+                let agent = self
+                    .inner
+                    .agents
+                    .route(&req.tenant, &message, req.metadata.as_ref())?
+                    .agent;
+                if message.context_id.is_empty() {
+                    message.context_id = uuid::Uuid::now_v7().to_string();
+                } else {
+                    validate::required_id(&message.context_id, "message.contextId")?;
+                }
+                message.task_id = uuid::Uuid::now_v7().to_string();
+                // A keyed send's upstream key outlives the task id minted here (review M7).
+                let upstream_key = key
+                    .as_ref()
+                    .map(|(key, _)| idempotency::upstream_key(&ctx.owner, key));
+                (agent, None, None, None, 1, 0, upstream_key)
             } else {
-                validate::required_id(&message.context_id, "message.contextId")?;
-            }
-            message.task_id = uuid::Uuid::now_v7().to_string();
-            (agent, None, None, None, 1)
-        } else {
-            let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
-            message.context_id = rec.task.context_id.clone();
-            let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
-                A2aError::Internal(format!(
-                    "agent {:?} of the task is not configured",
-                    rec.agent
-                ))
-            })?;
-            let turn = turns_of(&rec.task).saturating_add(1);
-            (agent, Some(rec.task), Some(rec.seq), rec.upstream, turn)
-        };
+                let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
+                message.context_id = rec.task.context_id.clone();
+                let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
+                    A2aError::Internal(format!(
+                        "agent {:?} of the task is not configured",
+                        rec.agent
+                    ))
+                })?;
+                let turn = turns_of(&rec.task).saturating_add(1);
+                let epoch = rec.dispatch.epoch;
+                (
+                    agent,
+                    Some(rec.task),
+                    Some(rec.seq),
+                    rec.upstream,
+                    turn,
+                    epoch,
+                    rec.upstream_key,
+                )
+            };
         ctx.span.set_all(|| {
             [
                 KeyValue::new("a2a.task.id", message.task_id.clone()),
@@ -371,8 +388,10 @@ impl A2aService {
                 task,
                 upstream,
                 turn,
+                upstream_key,
             },
             continues,
+            epoch,
             push_config,
             dialect: ctx.dialect,
             cancel: CancellationToken::new(),
@@ -482,6 +501,7 @@ impl A2aService {
         let span = turn_span(&turn);
         let trace = span.traceparent().or_else(|| turn.traceparent.clone());
         let owner = turn.owner.clone();
+        let epoch = turn.epoch;
         tokio::spawn(async move {
             // Boxed: a turn's future is large (it holds every state of the runner), and tokio
             // copies a spawned future into its task and copies its stage again as it ends; a box
@@ -495,7 +515,7 @@ impl A2aService {
                 .is_err();
             span.end();
             if panicked {
-                svc.fail_after_panic(&task_id, &owner).await;
+                svc.fail_after_panic(&task_id, &owner, epoch).await;
             }
             svc.inner
                 .running
@@ -508,7 +528,8 @@ impl A2aService {
     /// After its runner panicked: the task (if it exists and has not ended) ends FAILED, so it
     /// is never left running with no runner. The caller waiting for the turn's first answer
     /// gets an internal error (its channel closed); the turn's key and quota went with it.
-    async fn fail_after_panic(&self, task_id: &str, owner: &str) {
+    /// Fenced by the turn's `epoch`: a task taken over meanwhile is the other replica's.
+    async fn fail_after_panic(&self, task_id: &str, owner: &str, epoch: u64) {
         tracing::error!(task_id, "the task runner panicked; the task fails");
         metrics::counter!("a2a_panics_total", "where" => "turn").increment(1);
         let store = &self.inner.store;
@@ -547,7 +568,10 @@ impl A2aService {
                 user_message: None,
                 event,
             };
-            match store.append_all(task_id, rec.seq, vec![change]).await {
+            match store
+                .append_fenced(task_id, rec.seq, Some(epoch), vec![change])
+                .await
+            {
                 Ok((events, _)) => {
                     self.publish(task_id, events.into_iter().map(|e| (e.seq, e.event)))
                         .await;
@@ -555,6 +579,13 @@ impl A2aService {
                 }
                 // Written meanwhile (a cancel): read it again.
                 Err(StoreError::Conflict { .. }) => continue,
+                Err(StoreError::Fenced(_)) => {
+                    tracing::warn!(
+                        task_id,
+                        "the task of the panicked runner was taken over by another replica: left to it"
+                    );
+                    return;
+                }
                 Err(e) => {
                     tracing::error!(task_id, error = %e, "cannot fail the task of a panicked runner");
                     return;
@@ -576,6 +607,7 @@ impl A2aService {
             current: None,
             pending: Vec::new(),
             upstream: None,
+            fenced: false,
         };
         let taken_over = turn.resume != Resume::No;
         match (turn.continues, taken_over, &turn.request.task) {
@@ -908,6 +940,9 @@ struct Runner<'a> {
     pending: Vec<StreamResponse>,
     /// Upstream ids reported before the task existed.
     upstream: Option<UpstreamRef>,
+    /// A write was refused because another replica took the task over: the turn stops here
+    /// and writes nothing more (its agent, and so its upstream call, is dropped).
+    fenced: bool,
 }
 
 /// What a runner keeps of its task's last snapshot.
@@ -1025,6 +1060,7 @@ impl Runner<'_> {
         };
         let store = &self.svc.inner.store;
         let new = NewTask {
+            upstream_key: self.turn.request.upstream_key.clone(),
             owner: self.turn.owner.clone(),
             agent: self.turn.agent.name().to_owned(),
             task,
@@ -1142,19 +1178,39 @@ impl Runner<'_> {
     /// from one whose outcome upstream it cannot know. (A new task's first turn that needed no
     /// wait is sent before the task exists; nothing is left to take over if the replica dies
     /// then.)
-    async fn mark_sending(&self) -> Result<(), A2aError> {
-        if !self.turn.agent.is_remote() || self.current.is_none() {
+    ///
+    /// Nothing is sent while this replica's dispatch lease has lapsed (it waits for a renewal),
+    /// and the mark carries the turn's epoch: a task taken over meanwhile is not sent from here.
+    async fn mark_sending(&mut self) -> Result<(), A2aError> {
+        if !self.turn.agent.is_remote() {
+            return Ok(());
+        }
+        if !self.svc.inner.lease.wait_live(&self.turn.cancel).await {
+            return Err(A2aError::Internal("canceled while the lease lapsed".into()));
+        }
+        if self.current.is_none() {
             return Ok(());
         }
         let mark = DispatchMark::Sending {
             turn: self.turn.request.turn,
+            epoch: self.turn.epoch,
         };
-        self.svc
+        let marked = self
+            .svc
             .inner
             .store
             .mark_dispatch(self.task_id(), mark)
-            .await
-            .map_err(|e| store_error(self.task_id(), e))
+            .await;
+        marked.map_err(|e| self.store_failure(e))
+    }
+
+    /// A store error of this turn's write as the turn's error; a fenced one (the task was taken
+    /// over) is remembered, so the turn stops without writing anything more.
+    fn store_failure(&mut self, e: StoreError) -> A2aError {
+        if matches!(e, StoreError::Fenced(_)) {
+            self.fenced = true;
+        }
+        store_error(self.task_id(), e)
     }
 
     /// Stores changes as one write, then publishes their events; the snapshot after them and
@@ -1176,21 +1232,23 @@ impl Runner<'_> {
         Ok((snapshot, last))
     }
 
-    /// The turn's write, retried while the store is unreachable (a PostgreSQL restart, a short
-    /// outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then goes on where it was. Failing
+    /// The turn's write, fenced by the turn's epoch, retried while the store is unreachable (a
+    /// PostgreSQL restart, a short outage) for up to [`STORE_OUTAGE_PATIENCE`]: the turn then
+    /// goes on where it was. Failing
     /// at once would fail the task with a write that cannot be stored either, leaving it
     /// WORKING on a replica that holds its lease, so never taken over. A retry that finds the
     /// sequence moved by exactly this write's events found its own earlier attempt, committed
     /// although its answer was lost (this runner is the task's only writer): it reads it back.
     async fn append_through_outage(
-        &self,
+        &mut self,
         expected_seq: u64,
         changes: Vec<TaskChange>,
     ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
         let store = &self.svc.inner.store;
         let written = changes.len() as u64;
+        let epoch = Some(self.turn.epoch);
         let (result, retried) = through_outage(self.task_id(), "the turn's write", || {
-            store.append_all(self.task_id(), expected_seq, changes.clone())
+            store.append_fenced(self.task_id(), expected_seq, epoch, changes.clone())
         })
         .await;
         match result {
@@ -1210,7 +1268,7 @@ impl Runner<'_> {
                     .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
                 Ok((events, rec.task))
             }
-            Err(e) => Err(store_error(self.task_id(), e)),
+            Err(e) => Err(self.store_failure(e)),
         }
     }
 
@@ -1242,7 +1300,8 @@ impl Runner<'_> {
 
     /// Ends the turn in `state` (used for cancel and agent failures).
     async fn settle(&mut self, state: TaskState, text: Option<String>) -> Result<(), A2aError> {
-        if !self.exists() {
+        // Taken over: the end of the turn is the other replica's to write.
+        if !self.exists() || self.fenced {
             return Ok(());
         }
         let message = text.map(|t| Message {
@@ -1406,6 +1465,15 @@ impl Runner<'_> {
 
     /// Reports `error` to the caller if the task does not exist yet, else ends the task FAILED.
     async fn fail(&mut self, error: A2aError) {
+        if self.fenced {
+            tracing::warn!(task_id = %self.task_id(), agent = self.turn.agent.name(), epoch = self.turn.epoch, "the turn stops: another replica took its task over (stale dispatch epoch); nothing more is written or sent from here");
+            metrics::counter!("a2a_turns_fenced_total", "agent" => self.turn.agent.name().to_owned())
+                .increment(1);
+            if let Some(tx) = self.first_tx.take() {
+                let _ = tx.send(Err(error));
+            }
+            return;
+        }
         if !self.exists()
             && let Some(tx) = self.first_tx.take()
         {

@@ -15,6 +15,8 @@
 //! The store's dispatch marks (`a2a_store::DispatchMarks`) tell these apart: the runner records
 //! a queued turn's priority and, just before it sends a turn upstream, which turn it sends.
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use a2a_store::{StoreError, TaskRecord};
@@ -25,6 +27,73 @@ use super::A2aService;
 use super::runner::{Resume, Turn, turns_of};
 use crate::agents::{Agent, AgentRequest};
 use crate::upstream::queue::Priority;
+
+/// Until when this replica's dispatch lease is known to hold: the start of the last round
+/// that renewed it, plus the lease term. Turns send nothing upstream while it has lapsed
+/// ([`LeaseClock::wait_live`]): a replica whose renewals fail (a partition, a stall) stops
+/// dispatching as soon as its lease may have expired, without waiting for a survivor's
+/// takeover to fence it (review M4).
+#[derive(Debug, Default)]
+pub(super) struct LeaseClock {
+    /// Milliseconds after [`base`]; 0 = no lease is kept (a store only this process uses).
+    valid_until_ms: AtomicU64,
+    term_ms: AtomicU64,
+}
+
+fn base() -> tokio::time::Instant {
+    static BASE: OnceLock<tokio::time::Instant> = OnceLock::new();
+    *BASE.get_or_init(tokio::time::Instant::now)
+}
+
+fn millis_since_base(at: tokio::time::Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(base()).as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+impl LeaseClock {
+    /// A lease of `lease` is kept from now on: nothing is live until a renewal succeeded.
+    fn require(&self, lease: Duration) {
+        self.term_ms.store(
+            u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// A round that started at `started` renewed the lease for `lease`.
+    fn renewed(&self, started: tokio::time::Instant, lease: Duration) {
+        let until = millis_since_base(started + lease);
+        self.require(lease);
+        self.valid_until_ms.fetch_max(until, Ordering::Relaxed);
+    }
+
+    /// Whether the lease is live (always, when none is kept).
+    pub(super) fn is_live(&self) -> bool {
+        if self.term_ms.load(Ordering::Relaxed) == 0 {
+            return true;
+        }
+        millis_since_base(tokio::time::Instant::now()) < self.valid_until_ms.load(Ordering::Relaxed)
+    }
+
+    /// Waits until the lease is live again (a renewal succeeded), or `cancel`; whether it is.
+    pub(super) async fn wait_live(&self, cancel: &CancellationToken) -> bool {
+        let mut said = false;
+        while !self.is_live() {
+            if !said {
+                said = true;
+                tracing::warn!(
+                    "the dispatch lease has lapsed: no turn is sent upstream until it is renewed"
+                );
+                metrics::counter!("a2a_dispatch_lease_lapsed_waits_total").increment(1);
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return false,
+                () = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+        true
+    }
+}
 
 /// Orphans claimed per round.
 const TAKEOVER_BATCH: usize = 64;
@@ -56,6 +125,9 @@ impl A2aService {
     /// starts no new turn). The first renewal happens before this returns, so a replica never
     /// writes tasks while the others could think it dead.
     pub async fn start_dispatch_lease(&self, replica: String, lease: Duration) {
+        // A replica without a lease row would see its tasks claimed at once: until the first
+        // renewal succeeds, it sends no turn upstream.
+        self.inner.lease.require(lease);
         if let Err(e) = self.take_over_once(&replica, lease, TAKEOVER_BATCH).await {
             tracing::warn!(error = %e, "cannot renew the dispatch lease yet");
         }
@@ -88,14 +160,24 @@ impl A2aService {
         lease: Duration,
         batch: usize,
     ) -> Result<(), StoreError> {
+        let started = tokio::time::Instant::now();
+        #[cfg(feature = "failpoints")]
+        if crate::failpoints::lease_renewal_stalled() {
+            return Err(StoreError::Unavailable(
+                "failpoint: lease renewal stalled".into(),
+            ));
+        }
         let orphans = self.inner.store.take_over(replica, lease, batch).await?;
+        self.inner.lease.renewed(started, lease);
         let mut records = Vec::with_capacity(orphans.len());
         for orphan in orphans {
+            // Claimed again since (by a replica that took it from this one meanwhile): not ours.
             if let Some(rec) = self
                 .inner
                 .store
                 .get(&orphan.owner, &orphan.task_id, None)
                 .await?
+                .filter(|rec| rec.dispatch.epoch == orphan.epoch)
             {
                 records.push(rec);
             }
@@ -141,8 +223,11 @@ impl A2aService {
                     task: Some(rec.task.clone()),
                     upstream: rec.upstream.clone(),
                     turn,
+                    // The key the dead replica sent under: the upstream answers from its send.
+                    upstream_key: rec.upstream_key.clone(),
                 },
                 continues: Some(rec.seq),
+                epoch: rec.dispatch.epoch,
                 push_config: None,
                 // No config rides on a taken-over turn: its dialect is never read.
                 dialect: a2a_types::Dialect::V1,
@@ -161,5 +246,45 @@ impl A2aService {
             drop(self.start_turn(turn));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Review M4: without a renewal within the lease term, turns wait to be sent; a renewal
+    /// lets them go; a cancel ends the wait.
+    #[tokio::test]
+    async fn a_lapsed_lease_holds_sends_until_it_is_renewed() {
+        let lease = Duration::from_millis(300);
+        let clock = Arc::new(LeaseClock::default());
+        assert!(clock.is_live(), "no lease kept (in-memory store)");
+        clock.require(lease);
+        assert!(!clock.is_live(), "none until the first renewal");
+        clock.renewed(tokio::time::Instant::now(), lease);
+        assert!(clock.is_live());
+        tokio::time::sleep(lease + Duration::from_millis(50)).await;
+        assert!(!clock.is_live(), "lapsed");
+
+        let cancel = CancellationToken::new();
+        let waiting = {
+            let (clock, cancel) = (clock.clone(), cancel.clone());
+            tokio::spawn(async move { clock.wait_live(&cancel).await })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(!waiting.is_finished(), "held while lapsed");
+        clock.renewed(tokio::time::Instant::now(), lease);
+        assert!(waiting.await.unwrap(), "released by the renewal");
+
+        tokio::time::sleep(lease + Duration::from_millis(50)).await;
+        let held = {
+            let (clock, cancel) = (clock.clone(), cancel.clone());
+            tokio::spawn(async move { clock.wait_live(&cancel).await })
+        };
+        cancel.cancel();
+        assert!(!held.await.unwrap(), "a cancel ends the wait");
     }
 }

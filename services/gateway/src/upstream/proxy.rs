@@ -75,12 +75,16 @@ pub(super) async fn execute(
     map.poll(&client).await
 }
 
-/// The `Idempotency-Key` of a turn: the gateway task id, the same on every replica, plus the
-/// turn for a task's later messages (each of them is a request of its own upstream).
+/// The `Idempotency-Key` of a turn: the same on every replica, plus the turn for a task's later
+/// messages (each of them is a request of its own upstream). Its base is the digest of the
+/// caller's (owner, key) for a task created by a keyed send, so a retry that got a new task id
+/// (its key was freed or reclaimed) is still recognised upstream (review M7); otherwise the
+/// gateway task id.
 pub(super) fn idempotency_key(req: &AgentRequest) -> String {
+    let base = req.upstream_key.as_deref().unwrap_or(&req.task_id);
     match req.turn {
-        0 | 1 => req.task_id.clone(),
-        n => format!("{}.{n}", req.task_id),
+        0 | 1 => base.to_owned(),
+        n => format!("{base}.{n}"),
     }
 }
 
@@ -381,5 +385,34 @@ impl Mapper {
                 Err(e) => return Err(e),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(task_id: &str, turn: u32, upstream_key: Option<&str>) -> AgentRequest {
+        AgentRequest {
+            task_id: task_id.into(),
+            context_id: "c".into(),
+            message: Default::default(),
+            task: None,
+            upstream: None,
+            turn,
+            upstream_key: upstream_key.map(Into::into),
+        }
+    }
+
+    /// The task id is the base unless the task was created by a keyed send (review M7); later
+    /// messages add `.N`.
+    #[test]
+    fn idempotency_keys_use_the_keyed_sends_base() {
+        assert_eq!(idempotency_key(&request("t1", 1, None)), "t1");
+        assert_eq!(idempotency_key(&request("t1", 3, None)), "t1.3");
+        // Two task ids minted for retries of one keyed send: one upstream key.
+        assert_eq!(idempotency_key(&request("t1", 1, Some("k"))), "k");
+        assert_eq!(idempotency_key(&request("t2", 1, Some("k"))), "k");
+        assert_eq!(idempotency_key(&request("t2", 2, Some("k"))), "k.2");
     }
 }

@@ -138,6 +138,7 @@ async fn main() -> Result<(), String> {
         };
         let first = store
             .create(NewTask {
+                upstream_key: None,
                 owner: "bench".into(),
                 agent: "bench".into(),
                 task,

@@ -554,3 +554,167 @@ async fn a_follow_up_queued_on_a_dead_replica_reaches_the_upstream_task() {
     );
     b.stop();
 }
+
+/// `SendMessage` of `text` to agent `up` on `gw` under `Idempotency-Key: key`; the raw answer.
+async fn send_keyed(gw: &GatewayProcess, key: &str, message_id: &str, text: &str) -> Value {
+    let params = json!({"tenant": "up",
+        "message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params});
+    let resp = reqwest::Client::new()
+        .post(format!("http://{}/a2a/jsonrpc", gw.addr))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("idempotency-key", key)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    resp.json().await.unwrap()
+}
+
+// Review M7. A keyed send is being sent upstream (the upstream got it, its answer never comes)
+// when its replica is killed, before the task exists. The client retries on the survivor with
+// the same `Idempotency-Key`: the key, abandoned, is reclaimed under a new gateway task id, and
+// the upstream receives the retry under the same upstream key as the first send (derived from
+// the caller's key and principal, not from the task id), so it can answer from the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_retry_after_its_key_was_reclaimed_reaches_the_upstream_under_the_same_key() {
+    let rec = super::recorder::Recorder::start(true).await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config = Config::write(&super::agent("up", &rec.url(), ""));
+    let a = replica(&db, &redis, &config.path);
+    let b = replica(&db, &redis, &config.path);
+
+    let first = {
+        let addr = a.addr.clone();
+        tokio::spawn(async move {
+            let _ = reqwest::Client::new()
+                .post(format!("http://{addr}/a2a/jsonrpc"))
+                .header("content-type", "application/json")
+                .header("a2a-version", "1.0")
+                .header("idempotency-key", "retry-me")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                        "tenant": "up", "message": {"messageId": "m-keyed", "role": "ROLE_USER",
+                        "parts": [{"text": "hang"}]}}})
+                    .to_string(),
+                )
+                .send()
+                .await;
+        })
+    };
+    rec.wait_sent("hang", 1).await;
+    a.kill9();
+    first.abort();
+
+    // The retry waits while the dead replica's key still looks held; once its lease expired,
+    // the key is reclaimed and the send dispatched under a new task id.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let task = loop {
+        let answer = send_keyed(&b, "retry-me", "m-keyed", "hang").await;
+        if let Some(task) = answer.get("result").and_then(|r| r.get("task")) {
+            break task.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the retry never went through: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let sent = rec.wait_sent("hang", 2).await;
+    let keys: Vec<_> = sent.iter().map(|s| s.idempotency_key.clone()).collect();
+    assert!(keys[0].is_some(), "{sent:?}");
+    assert_eq!(
+        keys[0], keys[1],
+        "the same upstream key both times: {sent:?}"
+    );
+    assert_ne!(
+        keys[1].as_deref(),
+        task["id"].as_str(),
+        "not the task id the retry minted: {sent:?}"
+    );
+    b.stop();
+}
+
+// Review M4. Replica A runs a turn upstream ("hold") and has another waiting in its queue ("x")
+// when its lease renewals start failing (a failpoint, as under a partition from PostgreSQL or
+// pool exhaustion). B takes both tasks over: it re-attaches to the first and dispatches the
+// second. A's renewals then succeed again and its queue frees, but its turns were fenced: A
+// commits nothing more and never sends "x", which the upstream receives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_lease_was_taken_over_never_sends_or_commits_its_turns() {
+    let rec = super::recorder::Recorder::start(false).await;
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    GatewayProcess::migrate(db.url());
+    let config_a = Config::write(&super::agent("up", &rec.url(), "max_concurrency = 1"));
+    let config_b = Config::write(&super::agent("up", &rec.url(), "max_concurrency = 4"));
+    let stall = config_a.dir.join("stall-lease");
+    let stall_path = stall.to_str().unwrap().to_owned();
+    let a = GatewayProcess::start_with(
+        db.url(),
+        &[
+            ("A2A_CONFIG", config_a.path.as_str()),
+            ("A2A_REDIS_URL", redis.url()),
+            ("A2A_REDIS_PREFIX", redis.prefix()),
+            ("A2A_FAILPOINT_LEASE_STALL", stall_path.as_str()),
+        ],
+    );
+    let b = replica(&db, &redis, &config_b.path);
+
+    let held = send_text(&a, "m-hold", "hold").await;
+    rec.wait_sent("hold", 1).await;
+    let queued = send_text(&a, "m-x", "x").await;
+    assert_eq!(
+        a.ok("GetTask", json!({"id": queued})).await["status"]["state"],
+        "TASK_STATE_SUBMITTED",
+        "queued behind the first"
+    );
+
+    // A's lease lapses; B takes both tasks over and dispatches the queued one.
+    std::fs::write(&stall, b"").unwrap();
+    rec.wait_sent("x", 1).await;
+    until(
+        &b,
+        &queued,
+        "the survivor never completed the queued task",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    // The first turn ends upstream: both replicas see it; only B may commit it. A's slot frees,
+    // and its renewals succeed again: its queued turn is fenced before it is sent.
+    rec.release();
+    until(
+        &b,
+        &held,
+        "the re-attached task never completed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    std::fs::remove_file(&stall).unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let sent = rec.sent();
+    let count = |text: &str| sent.iter().filter(|s| s.text == text).count();
+    assert_eq!(count("x"), 1, "sent upstream by one replica only: {sent:?}");
+    assert_eq!(count("hold"), 1, "{sent:?}");
+    // Nothing was written after the survivor settled the tasks (A's late commits were refused).
+    for id in [&held, &queued] {
+        let task = a.ok("GetTask", json!({"id": id})).await;
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    }
+    // A is healthy again and dispatches new work.
+    let next = send_text(&a, "m-next", "next").await;
+    until(
+        &a,
+        &next,
+        "A never dispatched new work after its lease was renewed",
+        state_is("TASK_STATE_COMPLETED"),
+    )
+    .await;
+    a.stop();
+    b.stop();
+}
