@@ -2,9 +2,10 @@
 //! event (its StreamResponse), a 0.3 one the Task as it is after the event, in the 0.3 shape.
 //! The pipeline and the worker's dead-letter replay both build payloads here.
 //!
-//! Building a payload can fail: an event whose JSON form does not exist (a non-finite number
-//! in a `Struct`, from an old row or an upstream) cannot be sent. That is an error the caller
-//! dead-letters with its reason, never an empty body or a panic (review H3).
+//! Building a 1.0 payload can fail: an event whose JSON form does not exist (a non-finite
+//! number in a `Struct`, from an old row or an upstream) cannot be sent. That is an error the
+//! caller dead-letters with its reason, never an empty body or a panic (review H3). The 0.3
+//! shape prints such a number as null, as the 0.3 bindings serve the task.
 
 use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -78,6 +79,10 @@ mod tests {
         let Some(Payload::Task(task)) = with_number(f64::INFINITY).payload else {
             unreachable!()
         };
-        assert!(task_body_v03(&task).is_err());
+        // The 0.3 shape prints a stored non-finite number as null, as the 0.3 bindings serve
+        // it (a task an earlier release stored stays deliverable to a 0.3 webhook).
+        let body = task_body_v03(&task).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json["metadata"]["x"], serde_json::Value::Null, "{json}");
     }
 }
