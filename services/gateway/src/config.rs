@@ -333,6 +333,10 @@ pub struct Limits {
     pub edge: crate::limits::EdgeConfig,
     /// `[limits.connections]`: connection caps and timeouts of the listeners.
     pub connections: crate::limits::ConnectionsConfig,
+    /// Loop protection: a request whose `A2A-Hop-Count` (gRPC metadata `a2a-hop-count`) is
+    /// above this is refused before anything runs; every upstream send carries the count plus
+    /// one.
+    pub max_hops: u32,
 }
 
 impl Default for Limits {
@@ -351,6 +355,7 @@ impl Default for Limits {
             rate: crate::limits::RateConfig::default(),
             edge: crate::limits::EdgeConfig::default(),
             connections: crate::limits::ConnectionsConfig::default(),
+            max_hops: 8,
         }
     }
 }

@@ -33,6 +33,9 @@ pub struct AgentRequest {
     /// Which message of the task this turn answers (1 = the first): with the task id, it names
     /// the turn the same way on every replica (an upstream's idempotency key).
     pub turn: u32,
+    /// The `A2A-Hop-Count` of the request that started the turn (0 for a taken-over turn):
+    /// an upstream send carries one more.
+    pub hops: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]

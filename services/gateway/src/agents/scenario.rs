@@ -208,6 +208,7 @@ mod tests {
             task: None,
             upstream: None,
             turn: 1,
+            hops: 0,
         }
     }
 

@@ -74,6 +74,9 @@ pub struct RequestContext {
     /// translates at its edge; the service only records it with a push config, whose webhook
     /// then gets payloads in that dialect.
     pub dialect: a2a_types::Dialect,
+    /// How many gateways the request already went through (`A2A-Hop-Count`, 0 without it):
+    /// an upstream send carries one more (loop protection, `[limits] max_hops`).
+    pub hops: u32,
 }
 
 impl RequestContext {
@@ -89,6 +92,7 @@ impl RequestContext {
             span: a2a_process::telemetry::TraceSpan::NONE,
             cost: 1,
             dialect: a2a_types::Dialect::V1,
+            hops: 0,
         }
     }
 }
@@ -305,6 +309,11 @@ impl A2aService {
     }
 
     /// `[limits.edge]`: the caps on a request's head the pipeline parses.
+    /// `[limits] max_hops`: the highest `A2A-Hop-Count` a request may carry.
+    pub fn max_hops(&self) -> u32 {
+        self.inner.config.limits.max_hops
+    }
+
     pub fn edge_limits(&self) -> &crate::limits::EdgeConfig {
         &self.inner.config.limits.edge
     }

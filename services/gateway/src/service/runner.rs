@@ -366,6 +366,7 @@ impl A2aService {
                 task,
                 upstream,
                 turn,
+                hops: ctx.hops,
             },
             continues,
             push_config,

@@ -141,6 +141,7 @@ impl A2aService {
                     task: Some(rec.task.clone()),
                     upstream: rec.upstream.clone(),
                     turn,
+                    hops: 0,
                 },
                 continues: Some(rec.seq),
                 push_config: None,
