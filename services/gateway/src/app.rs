@@ -312,6 +312,7 @@ pub fn router(svc: A2aService) -> Router {
         .route(card::LEGACY_WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
         .route(catalogue::PATH, get(catalogue::list_agents))
+        .route(catalogue::AI_CATALOG_PATH, get(catalogue::ai_catalog))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route(a2a_push::JWKS_PATH, get(jwks))

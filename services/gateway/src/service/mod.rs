@@ -7,7 +7,7 @@
 //! [`EventBus`].
 
 mod card;
-mod catalogue;
+pub mod catalogue;
 pub(crate) mod depth;
 mod expiry;
 mod follow;
