@@ -264,6 +264,21 @@ async fn the_ai_catalog_lists_each_agent_with_its_card() {
     // A matching If-None-Match: 304.
     let (status, _, _, _) = ai_catalog(&gw, &[("if-none-match", &etag)]).await;
     assert_eq!(status, 304);
+    // The root card (both shapes) links to it by the draft's `ai-catalog` relation.
+    for version in ["1.0", ""] {
+        let resp = gw
+            .client
+            .get(gw.url("/.well-known/agent-card.json"))
+            .header("A2A-Version", version)
+            .send()
+            .await
+            .unwrap();
+        let link = resp.headers()["link"].to_str().unwrap();
+        assert!(
+            link.starts_with("</.well-known/ai-catalog.json>; rel=\"ai-catalog\""),
+            "{link}"
+        );
+    }
 }
 
 #[tokio::test]
