@@ -346,7 +346,8 @@ pub fn admin_router(svc: A2aService) -> Router {
             }),
         )
         .merge(health_routes())
-        .with_state(svc)
+        .with_state(svc.clone())
+        .merge(crate::admin::routes(svc))
 }
 
 /// Serves the admin routes on `listener` until `shutdown` fires, with the public listener's

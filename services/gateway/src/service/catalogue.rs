@@ -69,7 +69,7 @@ impl A2aService {
             .filter(|agent| self.visible(agent, ctx))
             .map(|agent| {
                 let upstream = agent.upstream_card();
-                let card_path = card_path_of(agent);
+                let card_path = card_path_of(&agent);
                 let description = upstream
                     .as_ref()
                     .map(|c| c.description.clone())
@@ -181,7 +181,7 @@ impl A2aService {
             .iter()
             .filter(|agent| self.visible(agent, ctx))
             .map(|agent| {
-                let url = format!("{public_url}{}", card_path_of(agent));
+                let url = format!("{public_url}{}", card_path_of(&agent));
                 AiEntry {
                     identifier: url.clone(),
                     display_name: agent.name().to_owned(),

@@ -232,7 +232,11 @@ impl A2aService {
 
     /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
     pub async fn wait_for_upstreams(&self, limit: Duration) {
-        let waits = self.inner.agents.iter().map(|a| a.wait_ready(limit));
+        let waits = self
+            .inner
+            .agents
+            .iter()
+            .map(|a| async move { a.wait_ready(limit).await });
         futures::future::join_all(waits).await;
     }
 
@@ -309,6 +313,16 @@ impl A2aService {
     }
 
     /// `[limits.edge]`: the caps on a request's head the pipeline parses.
+    /// The agents this gateway routes to (the admin API adds and removes upstream ones).
+    pub fn agent_registry(&self) -> &AgentRegistry {
+        &self.inner.agents
+    }
+
+    /// The configuration file's settings (as the gateway started with them).
+    pub fn file_config(&self) -> &FileConfig {
+        &self.inner.config
+    }
+
     /// `[limits] max_hops`: the highest `A2A-Hop-Count` a request may carry.
     pub fn max_hops(&self) -> u32 {
         self.inner.config.limits.max_hops

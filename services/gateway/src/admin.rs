@@ -1,0 +1,502 @@
+//! The admin API for upstream agents (README, *Upstream agents*), on the admin listener only:
+//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`. Bodies are an
+//! `[[agents]]` entry as JSON (the same field names and validation). Authenticated by a bearer
+//! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
+//! in constant time; without one configured the routes do not exist (404).
+//!
+//! Agents registered here live in this process (the embedded store's model); the file's
+//! `[[agents]]` and the built-in agents are listed read-only (409 on a change). Each agent has
+//! a strong `ETag` (the SHA-256 of its entry); `PUT` and `DELETE` honour `If-Match` (412 when
+//! another change came first). A new or replaced agent's card is fetched (and its signature
+//! verified, when asked) before it is routed to: an agent whose card cannot be had is refused
+//! (422) and nothing changes. A removed agent gets no new turn; turns already running hold
+//! their own reference and finish. Every change is logged (`target: a2a_gateway::audit`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::AgentRegistry;
+use crate::service::A2aService;
+use crate::upstream::UpstreamAgent;
+use crate::upstream::config::AgentConfig;
+
+/// The collection's path.
+pub const AGENTS_PATH: &str = "/admin/v1/agents";
+/// One agent's path.
+pub const AGENT_PATH: &str = "/admin/v1/agents/{name}";
+/// The largest entry accepted (an inline card included).
+const MAX_BODY: usize = 256 * 1024;
+/// How long a new agent's first card fetch may take before it is refused.
+const FIRST_FETCH: Duration = Duration::from_secs(10);
+/// The most agents the admin API registers (each holds a queue and a heartbeat).
+const MAX_AGENTS: usize = 1024;
+
+/// `[admin]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// SHA-256 (lowercase or uppercase hex) of each accepted bearer token.
+    pub token_sha256: Vec<String>,
+}
+
+impl AdminConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        for t in &self.token_sha256 {
+            if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "admin.token_sha256 (A2A_ADMIN_TOKEN_SHA256): {:?} is not a SHA-256 in hex \
+                     (64 hex digits; e.g. `printf %s \"$TOKEN\" | sha256sum`)",
+                    t.chars().take(80).collect::<String>()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn digests(&self) -> Vec<[u8; 32]> {
+        self.token_sha256
+            .iter()
+            .filter_map(|t| {
+                let mut out = [0u8; 32];
+                for (i, byte) in out.iter_mut().enumerate() {
+                    *byte = u8::from_str_radix(t.get(2 * i..2 * i + 2)?, 16).ok()?;
+                }
+                Some(out)
+            })
+            .collect()
+    }
+}
+
+/// One agent registered through the API.
+struct Registered {
+    /// The entry as given, with credential values redacted (what `GET` shows).
+    shown: Value,
+    etag: String,
+    /// Stops its card refresh and heartbeat.
+    stop: CancellationToken,
+}
+
+struct Admin {
+    svc: A2aService,
+    tokens: Vec<[u8; 32]>,
+    http: reqwest::Client,
+    /// Held across a whole change (card fetch included): changes are serialised.
+    registered: tokio::sync::Mutex<BTreeMap<String, Registered>>,
+}
+
+/// The admin API's routes, or none when no admin token is configured (every path is then a
+/// 404, as if the API did not exist).
+pub fn routes(svc: A2aService) -> Router {
+    let tokens = svc.file_config().admin.digests();
+    if tokens.is_empty() {
+        return Router::new();
+    }
+    let http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap_or_default();
+    let admin = Arc::new(Admin {
+        svc,
+        tokens,
+        http,
+        registered: tokio::sync::Mutex::new(BTreeMap::new()),
+    });
+    Router::new()
+        .route(AGENTS_PATH, get(list).post(create))
+        .route(AGENT_PATH, get(read).put(replace).delete(remove))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(admin)
+}
+
+/// An error answer: `{"error": {"code": status, "message": ...}}`.
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let message = message.into();
+    (
+        status,
+        axum::Json(json!({"error": {"code": status.as_u16(), "message": message}})),
+    )
+        .into_response()
+}
+
+impl Admin {
+    /// The caller's identity (the first 12 hex digits of its token's SHA-256, for the audit
+    /// log), or the 401 answer. Every configured digest is compared, in constant time.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+        let unauthorized = || {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "the admin API needs Authorization: Bearer <admin token>",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"a2a-gateway admin\""),
+            );
+            r
+        };
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(unauthorized)?;
+        let token = value
+            .get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("bearer "))
+            .and_then(|_| value.get(7..))
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.len() <= 4096)
+            .ok_or_else(unauthorized)?;
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut matched = subtle::Choice::from(0u8);
+        for known in &self.tokens {
+            matched |= subtle::ConstantTimeEq::ct_eq(&digest[..], &known[..]);
+        }
+        if bool::from(matched) {
+            Ok(hex(&digest[..6]))
+        } else {
+            Err(unauthorized())
+        }
+    }
+
+    fn registry(&self) -> &AgentRegistry {
+        self.svc.agent_registry()
+    }
+
+    /// Where an agent that is not the API's comes from: `file` (`[[agents]]`) or `builtin`.
+    fn fixed_source(&self, name: &str) -> Option<&'static str> {
+        if self.svc.file_config().agents.iter().any(|a| a.name == name) {
+            Some("file")
+        } else if AgentRegistry::BUILTIN.contains(&name) && self.registry().get(name).is_some() {
+            Some("builtin")
+        } else {
+            None
+        }
+    }
+
+    /// Parses, validates and starts the agent of `body`, and waits for its first card fetch:
+    /// the agent, ready for traffic, or why not (422).
+    async fn build(
+        &self,
+        body: &[u8],
+        name: Option<&str>,
+    ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+        let unprocessable = |m: String| error(StatusCode::UNPROCESSABLE_ENTITY, m);
+        let mut raw: Value = serde_json::from_slice(body).map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {e}"),
+            )
+        })?;
+        if let (Some(name), Some(obj)) = (name, raw.as_object_mut()) {
+            match obj.get("name") {
+                None => {
+                    obj.insert("name".into(), Value::String(name.to_owned()));
+                }
+                Some(Value::String(n)) if n == name => {}
+                Some(_) => {
+                    return Err(unprocessable(format!(
+                        "the entry's name must be the path's ({name:?})"
+                    )));
+                }
+            }
+        }
+        let mut config: AgentConfig = serde_json::from_value(raw.clone())
+            .map_err(|e| unprocessable(format!("not an [[agents]] entry: {e}")))?;
+        config
+            .validate(&AgentRegistry::BUILTIN)
+            .map_err(unprocessable)?;
+        let http = match &config.tls {
+            Some(tls) => {
+                config.client_tls = tls.load(&config.name).map_err(unprocessable)?;
+                let builder = reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .pool_idle_timeout(Duration::from_secs(60));
+                config
+                    .client_tls
+                    .configure(builder)
+                    .map_err(|e| unprocessable(format!("agents.{}: {e}", config.name)))?
+                    .build()
+                    .map_err(|e| unprocessable(format!("agents.{}: {e}", config.name)))?
+            }
+            None => self.http.clone(),
+        };
+        let agent = UpstreamAgent::new(config.clone(), http, self.registry().change_sender())
+            .map_err(unprocessable)?;
+        let stop = self.svc.shutdown_token().child_token();
+        agent.start(stop.clone());
+        agent.wait_checked(FIRST_FETCH).await;
+        let ready = crate::agents::Agent::upstream_card(&*agent).is_some()
+            && crate::agents::Agent::status(&*agent).is_none_or(|s| s.healthy);
+        if !ready {
+            stop.cancel();
+            return Err(unprocessable(format!(
+                "agents.{}: the agent's card could not be fetched or verified within {} s \
+                 (the gateway's log says why); nothing was changed",
+                config.name,
+                FIRST_FETCH.as_secs()
+            )));
+        }
+        Ok((config, redact(raw), agent, stop))
+    }
+}
+
+/// The strong ETag of an entry: the SHA-256 of its JSON as given.
+fn etag_of(body: &Value) -> String {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    format!("\"{}\"", hex(&Sha256::digest(&bytes)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The entry with its credential values replaced (never shown back).
+fn redact(mut entry: Value) -> Value {
+    if let Some(Value::Object(creds)) = entry.get_mut("credentials") {
+        for v in creds.values_mut() {
+            *v = Value::String("<redacted>".into());
+        }
+    }
+    entry
+}
+
+/// Whether `If-Match` (if any) lets a change to the entry tagged `current` go ahead.
+fn if_match(headers: &HeaderMap, current: &str) -> bool {
+    let Some(v) = headers.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    v.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t == current)
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+fn shown(entry: &Registered) -> Value {
+    let mut v = entry.shown.clone();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("source".into(), "api".into());
+        obj.insert("read_only".into(), false.into());
+        obj.insert("etag".into(), entry.etag.clone().into());
+    }
+    v
+}
+
+fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
+    tracing::info!(
+        target: "a2a_gateway::audit",
+        who = %format!("token:{who}"),
+        action,
+        agent = name,
+        etag = etag.unwrap_or(""),
+        "admin change"
+    );
+}
+
+async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    if let Err(r) = admin.authenticate(&headers) {
+        return r;
+    }
+    let registered = admin.registered.lock().await;
+    let mut agents: Vec<Value> = Vec::new();
+    for agent in admin.registry().iter() {
+        let name = agent.name();
+        if let Some(entry) = registered.get(name) {
+            agents.push(shown(entry));
+        } else if let Some(source) = admin.fixed_source(name) {
+            agents.push(json!({"name": name, "source": source, "read_only": true}));
+        }
+    }
+    axum::Json(json!({ "agents": agents })).into_response()
+}
+
+async fn read(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = admin.authenticate(&headers) {
+        return r;
+    }
+    let registered = admin.registered.lock().await;
+    if let Some(entry) = registered.get(&name) {
+        return with_etag(axum::Json(shown(entry)).into_response(), &entry.etag);
+    }
+    match admin.fixed_source(&name) {
+        Some(source) => {
+            axum::Json(json!({"name": name, "source": source, "read_only": true})).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+    }
+}
+
+async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.registered.lock().await;
+    // The name first, without building anything.
+    let name = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned));
+    if let Some(name) = &name
+        && (registered.contains_key(name)
+            || admin.fixed_source(name).is_some()
+            || admin.registry().get(name).is_some())
+    {
+        return error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} exists: PUT /admin/v1/agents/{name} replaces it"),
+        );
+    }
+    if registered.len() >= MAX_AGENTS {
+        return error(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("at most {MAX_AGENTS} agents are registered through the admin API"),
+        );
+    }
+    let (config, shown_entry, agent, stop) = match admin.build(&body, None).await {
+        Ok(built) => built,
+        Err(r) => return r,
+    };
+    let etag = etag_of(&serde_json::from_slice::<Value>(&body).unwrap_or_default());
+    admin.registry().insert(agent);
+    let entry = Registered {
+        shown: shown_entry,
+        etag: etag.clone(),
+        stop,
+    };
+    let answer = shown(&entry);
+    registered.insert(config.name.clone(), entry);
+    audit(&who, "create", &config.name, Some(&etag));
+    let mut response = with_etag(
+        (StatusCode::CREATED, axum::Json(answer)).into_response(),
+        &etag,
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("{AGENTS_PATH}/{}", config.name)) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
+}
+
+async fn replace(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.registered.lock().await;
+    let Some(current) = registered.get(&name) else {
+        return match admin.fixed_source(&name) {
+            Some(source) => read_only(&name, source),
+            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+        };
+    };
+    if !if_match(&headers, &current.etag) {
+        return precondition_failed(&name, &current.etag);
+    }
+    let (config, shown_entry, agent, stop) = match admin.build(&body, Some(&name)).await {
+        Ok(built) => built,
+        Err(r) => return r,
+    };
+    let mut raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    if let Some(obj) = raw.as_object_mut() {
+        obj.entry("name")
+            .or_insert_with(|| Value::String(name.clone()));
+    }
+    let etag = etag_of(&raw);
+    admin.registry().insert(agent);
+    let entry = Registered {
+        shown: shown_entry,
+        etag: etag.clone(),
+        stop,
+    };
+    let answer = shown(&entry);
+    if let Some(old) = registered.insert(config.name.clone(), entry) {
+        old.stop.cancel();
+    }
+    audit(&who, "replace", &name, Some(&etag));
+    with_etag(axum::Json(answer).into_response(), &etag)
+}
+
+async fn remove(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.registered.lock().await;
+    let Some(current) = registered.get(&name) else {
+        return match admin.fixed_source(&name) {
+            Some(source) => read_only(&name, source),
+            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+        };
+    };
+    if !if_match(&headers, &current.etag) {
+        return precondition_failed(&name, &current.etag);
+    }
+    if admin.registry().default_name() == name {
+        return error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} is the default agent (default_agent)"),
+        );
+    }
+    admin.registry().remove(&name);
+    if let Some(old) = registered.remove(&name) {
+        old.stop.cancel();
+    }
+    audit(&who, "delete", &name, None);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn read_only(name: &str, source: &str) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        format!(
+            "agent {name:?} comes from the {} and is read-only here",
+            if source == "file" {
+                "configuration file ([[agents]])"
+            } else {
+                "built-in agents"
+            }
+        ),
+    )
+}
+
+fn precondition_failed(name: &str, etag: &str) -> Response {
+    with_etag(
+        error(
+            StatusCode::PRECONDITION_FAILED,
+            format!("agent {name:?} changed since that ETag (now {etag}): read it again"),
+        ),
+        etag,
+    )
+}
