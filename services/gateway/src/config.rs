@@ -27,6 +27,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
          token_sha256); unset = no admin API (/admin/v1/... answers 404)",
     ),
     (
+        "A2A_ADMIN_TOKEN",
+        "the admin token the `a2a-gateway agents` command sends (the CLI only; the gateway \
+         itself reads A2A_ADMIN_TOKEN_SHA256)",
+    ),
+    (
         "A2A_PUBLIC_URL",
         "base URL written into the agent card; default http://<A2A_LISTEN>",
     ),

@@ -299,3 +299,40 @@ async fn without_an_admin_token_the_admin_api_does_not_exist() {
         .unwrap();
     assert_eq!(metrics.status(), 200);
 }
+
+#[tokio::test]
+async fn the_agents_command_drives_the_admin_api() {
+    let up = upstream("").await;
+    let gw = admin_gateway("").await;
+    let admin = gw.admin.unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let admin = admin.clone();
+        async move { a2a_gateway::admin::cli(&admin, TOKEN, &args).await }
+    };
+    let entry = json!({"name": "billing", "card_url": up.url("")}).to_string();
+    let out = cli(&["add", &entry]).await.unwrap();
+    assert!(out.contains("\"source\":\"api\""), "{out}");
+    let etag = out.rsplit("ETag: ").next().unwrap().trim().to_owned();
+    let out = cli(&["list"]).await.unwrap();
+    assert!(out.contains("billing"), "{out}");
+    let err = cli(&["remove", "billing", "--if-match", "\"stale\""])
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("412"), "{err}");
+    assert_eq!(
+        cli(&["remove", "billing", "--if-match", &etag])
+            .await
+            .unwrap(),
+        "removed"
+    );
+    let err = cli(&["get", "billing"]).await.unwrap_err();
+    assert!(err.starts_with("404"), "{err}");
+    // A wrong token is refused.
+    let args = vec!["list".to_owned()];
+    let err = a2a_gateway::admin::cli(&admin, "wrong", &args)
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("401"), "{err}");
+    assert!(cli(&["frobnicate"]).await.unwrap_err().starts_with("usage"));
+}
