@@ -23,7 +23,11 @@ async fn pair(binding: &str) -> (TestGateway, TestGateway) {
             )
         )
     };
+    // B's port closed while A starts: A's first card fetch is refused at once (instead of
+    // waiting out the start's bound on a listener nobody serves) and retried a second later.
+    drop(lb);
     let ga = TestGateway::on_listener(la, &config(b)).await;
+    let lb = tokio::net::TcpListener::bind(b).await.unwrap();
     let gb = TestGateway::on_listener(lb, &config(a)).await;
     (ga, gb)
 }
