@@ -362,11 +362,7 @@ async fn secure(
         }
     };
     let h2 = TlsPeer::is_h2(&stream);
-    let peer = Peer::Tls(TlsPeer::of(
-        &stream,
-        remote,
-        loaded.client_anchors.as_deref(),
-    ));
+    let peer = Peer::Tls(TlsPeer::of(&stream, remote, loaded.client_anchors.as_deref()));
     let io = TokioIo::new(stream);
     if h2 {
         Box::pin(http2_conn(io, peer, router, policy, shutdown)).await

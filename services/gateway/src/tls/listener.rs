@@ -28,16 +28,15 @@ impl TlsPeer {
     ) -> Self {
         let (_, session) = stream.get_ref();
         // Present only if it verified against the client CA (otherwise no handshake).
-        let client =
-            session
-                .peer_certificates()
-                .and_then(|chain| match anchors?.client_cert(chain) {
-                    Ok(cert) => Some(cert),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "client certificate unreadable");
-                        None
-                    }
-                });
+        let client = session
+            .peer_certificates()
+            .and_then(|chain| match anchors?.client_cert(chain) {
+                Ok(cert) => Some(cert),
+                Err(e) => {
+                    tracing::warn!(error = %e, "client certificate unreadable");
+                    None
+                }
+            });
         Self { remote, client }
     }
 
