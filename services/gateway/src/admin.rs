@@ -4,7 +4,9 @@
 //! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
 //! in constant time; without one configured the routes do not exist (404).
 //!
-//! Agents registered here live in this process (the embedded store's model); the file's
+//! Agents registered here live in this process in embedded mode; with PostgreSQL they are
+//! stored in `admin_agents` and every replica applies a change within about a second ([`share`]).
+//! The file's
 //! `[[agents]]` and the built-in agents are listed read-only (409 on a change). Each agent has
 //! a strong `ETag` (the SHA-256 of its entry); `PUT` and `DELETE` honour `If-Match` (412 when
 //! another change came first). A new or replaced agent's card is fetched (and its signature
@@ -92,12 +94,255 @@ struct Registered {
     stop: CancellationToken,
 }
 
-struct Admin {
-    svc: A2aService,
-    tokens: Vec<[u8; 32]>,
+/// The agents registered through the API in this process, and (with PostgreSQL) the pool of
+/// the table they are shared through.
+pub struct AdminState {
     http: reqwest::Client,
     /// Held across a whole change (card fetch included): changes are serialised.
     registered: tokio::sync::Mutex<BTreeMap<String, Registered>>,
+    /// With PostgreSQL: `admin_agents`, `admin_agents_version`, `admin_audit`.
+    pool: std::sync::OnceLock<sqlx::PgPool>,
+    /// The `admin_agents_version` this process last applied.
+    applied: std::sync::atomic::AtomicI64,
+}
+
+impl Default for AdminState {
+    fn default() -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
+            registered: tokio::sync::Mutex::new(BTreeMap::new()),
+            pool: std::sync::OnceLock::new(),
+            applied: std::sync::atomic::AtomicI64::new(-1),
+        }
+    }
+}
+
+struct Admin {
+    svc: A2aService,
+    tokens: Vec<[u8; 32]>,
+    state: Arc<AdminState>,
+}
+
+/// With PostgreSQL: the agents registered through the API live in `admin_agents`, and every
+/// replica applies a change within about a second. A 1 s poll of the one-row version counter
+/// (an index-only read) is the notification: cheaper to reason about than a Redis channel
+/// (nothing to miss across a reconnect, no Redis needed) and bounded at one tiny query per
+/// replica per second; when it moved the table is read again (at most [`MAX_AGENTS`] rows).
+pub async fn share(svc: &A2aService, database_url: &str) {
+    let pool = match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy(database_url)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "admin API: the database URL is unusable; API agents stay local");
+            return;
+        }
+    };
+    let state = svc.admin_state().clone();
+    let _ = state.pool.set(pool);
+    sync(svc, &state).await;
+    let svc = svc.clone();
+    let shutdown = svc.shutdown_token().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            sync(&svc, &state).await;
+        }
+    });
+}
+
+/// One round of the replica sync: when `admin_agents_version` moved, the table is read and
+/// applied (new or changed entries built, their cards fetched, then routed to; missing ones
+/// removed). A failure leaves the version unapplied, so the next round tries again.
+async fn sync(svc: &A2aService, state: &AdminState) {
+    let Some(pool) = state.pool.get() else { return };
+    let version: Result<i64, _> =
+        sqlx::query_scalar("SELECT version FROM admin_agents_version WHERE id = 1")
+            .fetch_one(pool)
+            .await;
+    let version = match version {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "admin API: cannot read the shared agents' version");
+            return;
+        }
+    };
+    if version == state.applied.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
+    let mut registered = state.registered.lock().await;
+    if apply(svc, state, pool, &mut registered).await {
+        state
+            .applied
+            .store(version, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Makes this process's API agents those of `admin_agents`; whether all of them could be.
+async fn apply(
+    svc: &A2aService,
+    state: &AdminState,
+    pool: &sqlx::PgPool,
+    registered: &mut BTreeMap<String, Registered>,
+) -> bool {
+    let rows: Vec<(String, String, String)> =
+        match sqlx::query_as("SELECT name, entry, etag FROM admin_agents ORDER BY name LIMIT $1")
+            .bind(MAX_AGENTS as i64)
+            .fetch_all(pool)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "admin API: cannot read the shared agents");
+                return false;
+            }
+        };
+    let mut complete = true;
+    for (name, entry, etag) in &rows {
+        if registered.get(name).is_some_and(|r| &r.etag == etag) {
+            continue;
+        }
+        match build(svc, state, entry.as_bytes(), None).await {
+            Ok((config, shown_entry, agent, stop)) if &config.name == name => {
+                svc.agent_registry().insert(agent);
+                let new = Registered {
+                    shown: shown_entry,
+                    etag: etag.clone(),
+                    stop,
+                };
+                if let Some(old) = registered.insert(name.clone(), new) {
+                    old.stop.cancel();
+                }
+                tracing::info!(agent = %name, "admin API: applied a shared agent");
+            }
+            Ok((_, _, _, stop)) => stop.cancel(),
+            Err(_) => {
+                tracing::warn!(agent = %name, "admin API: a shared agent's card cannot be had yet");
+                complete = false;
+            }
+        }
+    }
+    let gone: Vec<String> = registered
+        .keys()
+        .filter(|n| !rows.iter().any(|(name, _, _)| name == *n))
+        .cloned()
+        .collect();
+    for name in gone {
+        svc.agent_registry().remove(&name);
+        if let Some(old) = registered.remove(&name) {
+            old.stop.cancel();
+        }
+        tracing::info!(agent = %name, "admin API: removed a shared agent");
+    }
+    complete
+}
+
+/// Writes one change to the shared table (with its audit row and the version bump) in one
+/// transaction. `expect`: the ETag the row must still have (`None`: it must not exist, for a
+/// create). Returns whether the row was as expected.
+async fn persist(pool: &sqlx::PgPool, change: Change<'_>, who: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (done, action, name, etag) = match change {
+        Change::Create { name, entry, etag } => {
+            let r = sqlx::query(
+                "INSERT INTO admin_agents (name, entry, etag) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(entry)
+            .bind(etag)
+            .execute(&mut *tx)
+            .await?;
+            (r.rows_affected() == 1, "create", name, Some(etag))
+        }
+        Change::Replace {
+            name,
+            entry,
+            etag,
+            expect,
+        } => {
+            let r = sqlx::query(
+                "UPDATE admin_agents SET entry = $2, etag = $3, updated_at = now() \
+                 WHERE name = $1 AND etag = $4",
+            )
+            .bind(name)
+            .bind(entry)
+            .bind(etag)
+            .bind(expect)
+            .execute(&mut *tx)
+            .await?;
+            (r.rows_affected() == 1, "replace", name, Some(etag))
+        }
+        Change::Delete { name, expect } => {
+            let r = sqlx::query("DELETE FROM admin_agents WHERE name = $1 AND etag = $2")
+                .bind(name)
+                .bind(expect)
+                .execute(&mut *tx)
+                .await?;
+            (r.rows_affected() == 1, "delete", name, None)
+        }
+    };
+    if !done {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    sqlx::query("UPDATE admin_agents_version SET version = version + 1 WHERE id = 1")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO admin_audit (who, action, agent, etag) VALUES ($1, $2, $3, $4)")
+        .bind(format!("token:{who}"))
+        .bind(action)
+        .bind(name)
+        .bind(etag)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+enum Change<'a> {
+    Create {
+        name: &'a str,
+        entry: &'a str,
+        etag: &'a str,
+    },
+    Replace {
+        name: &'a str,
+        entry: &'a str,
+        etag: &'a str,
+        expect: &'a str,
+    },
+    Delete {
+        name: &'a str,
+        expect: &'a str,
+    },
+}
+
+/// A change the shared table refused (another replica's change came first) or could not take.
+fn persist_failed(result: Result<bool, sqlx::Error>, name: &str) -> Option<Response> {
+    match result {
+        Ok(true) => None,
+        Ok(false) => Some(error(
+            StatusCode::PRECONDITION_FAILED,
+            format!("agent {name:?} changed on another replica meanwhile: read it again"),
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, agent = name, "admin API: cannot write the shared agents");
+            Some(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable; nothing was changed",
+            ))
+        }
+    }
 }
 
 /// The admin API's routes, or none when no admin token is configured (every path is then a
@@ -107,17 +352,8 @@ pub fn routes(svc: A2aService) -> Router {
     if tokens.is_empty() {
         return Router::new();
     }
-    let http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(5))
-        .pool_idle_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap_or_default();
-    let admin = Arc::new(Admin {
-        svc,
-        tokens,
-        http,
-        registered: tokio::sync::Mutex::new(BTreeMap::new()),
-    });
+    let state = svc.admin_state().clone();
+    let admin = Arc::new(Admin { svc, tokens, state });
     Router::new()
         .route(AGENTS_PATH, get(list).post(create))
         .route(AGENT_PATH, get(read).put(replace).delete(remove))
@@ -188,13 +424,31 @@ impl Admin {
         }
     }
 
-    /// Parses, validates and starts the agent of `body`, and waits for its first card fetch:
-    /// the agent, ready for traffic, or why not (422).
     async fn build(
         &self,
         body: &[u8],
         name: Option<&str>,
     ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+        build(&self.svc, &self.state, body, name).await
+    }
+
+    /// Brings this process up to date with the shared table before a change (PostgreSQL).
+    async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
+        if let Some(pool) = self.state.pool.get() {
+            apply(&self.svc, &self.state, pool, registered).await;
+        }
+    }
+}
+
+/// Parses, validates and starts the agent of `body`, and waits for its first card fetch: the
+/// agent, ready for traffic, or why not (422).
+async fn build(
+    svc: &A2aService,
+    state: &AdminState,
+    body: &[u8],
+    name: Option<&str>,
+) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+    {
         let unprocessable = |m: String| error(StatusCode::UNPROCESSABLE_ENTITY, m);
         let mut raw: Value = serde_json::from_slice(body).map_err(|e| {
             error(
@@ -233,11 +487,11 @@ impl Admin {
                     .build()
                     .map_err(|e| unprocessable(format!("agents.{}: {e}", config.name)))?
             }
-            None => self.http.clone(),
+            None => state.http.clone(),
         };
-        let agent = UpstreamAgent::new(config.clone(), http, self.registry().change_sender())
+        let agent = UpstreamAgent::new(config.clone(), http, svc.agent_registry().change_sender())
             .map_err(unprocessable)?;
-        let stop = self.svc.shutdown_token().child_token();
+        let stop = svc.shutdown_token().child_token();
         agent.start(stop.clone());
         agent.wait_checked(FIRST_FETCH).await;
         let ready = crate::agents::Agent::upstream_card(&*agent).is_some()
@@ -321,7 +575,7 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     if let Err(r) = admin.authenticate(&headers) {
         return r;
     }
-    let registered = admin.registered.lock().await;
+    let registered = admin.state.registered.lock().await;
     let mut agents: Vec<Value> = Vec::new();
     for agent in admin.registry().iter() {
         let name = agent.name();
@@ -342,7 +596,7 @@ async fn read(
     if let Err(r) = admin.authenticate(&headers) {
         return r;
     }
-    let registered = admin.registered.lock().await;
+    let registered = admin.state.registered.lock().await;
     if let Some(entry) = registered.get(&name) {
         return with_etag(axum::Json(shown(entry)).into_response(), &entry.etag);
     }
@@ -359,7 +613,8 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
         Ok(w) => w,
         Err(r) => return r,
     };
-    let mut registered = admin.registered.lock().await;
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
     // The name first, without building anything.
     let name = serde_json::from_slice::<Value>(&body)
         .ok()
@@ -384,7 +639,30 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
         Ok(built) => built,
         Err(r) => return r,
     };
-    let etag = etag_of(&serde_json::from_slice::<Value>(&body).unwrap_or_default());
+    let raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    let etag = etag_of(&raw);
+    if let Some(pool) = admin.state.pool.get() {
+        let entry = raw.to_string();
+        let change = Change::Create {
+            name: &config.name,
+            entry: &entry,
+            etag: &etag,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &config.name) {
+            stop.cancel();
+            return if refused.status() == StatusCode::PRECONDITION_FAILED {
+                error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "agent {:?} was created on another replica meanwhile",
+                        config.name
+                    ),
+                )
+            } else {
+                refused
+            };
+        }
+    }
     admin.registry().insert(agent);
     let entry = Registered {
         shown: shown_entry,
@@ -414,7 +692,8 @@ async fn replace(
         Ok(w) => w,
         Err(r) => return r,
     };
-    let mut registered = admin.registered.lock().await;
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
     let Some(current) = registered.get(&name) else {
         return match admin.fixed_source(&name) {
             Some(source) => read_only(&name, source),
@@ -424,6 +703,7 @@ async fn replace(
     if !if_match(&headers, &current.etag) {
         return precondition_failed(&name, &current.etag);
     }
+    let expect = current.etag.clone();
     let (config, shown_entry, agent, stop) = match admin.build(&body, Some(&name)).await {
         Ok(built) => built,
         Err(r) => return r,
@@ -434,6 +714,19 @@ async fn replace(
             .or_insert_with(|| Value::String(name.clone()));
     }
     let etag = etag_of(&raw);
+    if let Some(pool) = admin.state.pool.get() {
+        let entry = raw.to_string();
+        let change = Change::Replace {
+            name: &name,
+            entry: &entry,
+            etag: &etag,
+            expect: &expect,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
+            stop.cancel();
+            return refused;
+        }
+    }
     admin.registry().insert(agent);
     let entry = Registered {
         shown: shown_entry,
@@ -457,7 +750,8 @@ async fn remove(
         Ok(w) => w,
         Err(r) => return r,
     };
-    let mut registered = admin.registered.lock().await;
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
     let Some(current) = registered.get(&name) else {
         return match admin.fixed_source(&name) {
             Some(source) => read_only(&name, source),
@@ -472,6 +766,15 @@ async fn remove(
             StatusCode::CONFLICT,
             format!("agent {name:?} is the default agent (default_agent)"),
         );
+    }
+    if let Some(pool) = admin.state.pool.get() {
+        let change = Change::Delete {
+            name: &name,
+            expect: &current.etag,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
+            return refused;
+        }
     }
     admin.registry().remove(&name);
     if let Some(old) = registered.remove(&name) {

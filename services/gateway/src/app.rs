@@ -218,6 +218,9 @@ fn upstream_agents(
 pub async fn start(config: &Config, svc: &A2aService) {
     svc.wait_for_upstreams(std::time::Duration::from_secs(10))
         .await;
+    if let Some(url) = &config.database_url {
+        crate::admin::share(svc, url).await;
+    }
     if config.database_url.is_some() {
         // The schema gate, said once at start: `/readyz` answers 503 until it passes.
         match svc.store().ping().await {

@@ -145,6 +145,8 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
+    /// The admin API's agents (`crate::admin`), made when first asked for.
+    admin: std::sync::OnceLock<Arc<crate::admin::AdminState>>,
     /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
     push_policy: a2a_push::AddressPolicy,
     /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
@@ -198,6 +200,7 @@ impl A2aService {
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
+                admin: std::sync::OnceLock::new(),
                 push_policy,
                 jwks,
                 watch: watch::Watch::default(),
@@ -316,6 +319,12 @@ impl A2aService {
     /// The agents this gateway routes to (the admin API adds and removes upstream ones).
     pub fn agent_registry(&self) -> &AgentRegistry {
         &self.inner.agents
+    }
+
+    /// The admin API's state (the agents registered through it), shared by the admin routes
+    /// and the PostgreSQL sync.
+    pub fn admin_state(&self) -> &Arc<crate::admin::AdminState> {
+        self.inner.admin.get_or_init(Default::default)
     }
 
     /// The configuration file's settings (as the gateway started with them).

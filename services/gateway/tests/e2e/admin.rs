@@ -336,3 +336,121 @@ async fn the_agents_command_drives_the_admin_api() {
     assert!(err.starts_with("401"), "{err}");
     assert!(cli(&["frobnicate"]).await.unwrap_err().starts_with("usage"));
 }
+
+/// Two replicas on one PostgreSQL and Redis: an agent registered on A is routed to through B
+/// within 2 s, a removal on B is seen by A, and concurrent updates are ordered by `If-Match`.
+#[tokio::test]
+async fn replicas_share_the_api_agents_through_postgres() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let up = upstream("").await;
+    let env = [
+        ("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned()),
+        ("A2A_ADMIN_TOKEN_SHA256", sha256_hex(TOKEN)),
+    ];
+    let a = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
+    let b = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
+
+    let (status, etag, body) = call(
+        &a,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let registered = std::time::Instant::now();
+    // Routed through B within 2 s of the registration on A.
+    loop {
+        let resp = b
+            .rpc(
+                "SendMessage",
+                script("billing", json!({"chunks": 1}), json!({})),
+            )
+            .await;
+        if resp.get("result").is_some() {
+            break;
+        }
+        assert!(
+            registered.elapsed() < Duration::from_secs(2),
+            "not routed on B within 2 s: {resp}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B sees the same entry and ETag.
+    let (status, b_etag, _) = call(
+        &b,
+        Method::GET,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(b_etag, etag);
+
+    // Concurrent updates with the same If-Match: one wins, the other gets 412.
+    let update = |gw: &'static str| json!({"card_url": up.url(""), "health_interval_secs": 1, "weight": if gw == "a" { 2.0 } else { 3.0 }});
+    let if_match = [("if-match", etag.as_str())];
+    let (ra, rb) = tokio::join!(
+        call(
+            &a,
+            Method::PUT,
+            "/admin/v1/agents/billing",
+            Some(TOKEN),
+            &if_match,
+            Some(update("a"))
+        ),
+        call(
+            &b,
+            Method::PUT,
+            "/admin/v1/agents/billing",
+            Some(TOKEN),
+            &if_match,
+            Some(update("b"))
+        ),
+    );
+    let mut statuses = [ra.0.as_u16(), rb.0.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 412], "{ra:?} {rb:?}");
+    let winner = if ra.0 == 200 { ra.1 } else { rb.1 };
+
+    // Removed on B: refused on A within 2 s.
+    let (status, _, body) = call(
+        &b,
+        Method::DELETE,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", &winner)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    let removed = std::time::Instant::now();
+    loop {
+        let resp = a
+            .rpc(
+                "SendMessage",
+                script("billing", json!({"chunks": 1}), json!({})),
+            )
+            .await;
+        if resp.get("error").is_some() {
+            break;
+        }
+        assert!(
+            removed.elapsed() < Duration::from_secs(2),
+            "still routed on A 2 s after the removal: {resp}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each change is in the audit table.
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM admin_audit ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(actions, ["create", "replace", "delete"]);
+}
