@@ -104,6 +104,8 @@ pub struct AdminState {
     pool: std::sync::OnceLock<sqlx::PgPool>,
     /// The `admin_agents_version` this process last applied.
     applied: std::sync::atomic::AtomicI64,
+    /// The last read failed (logged once at warn until one succeeds again).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 impl Default for AdminState {
@@ -117,6 +119,7 @@ impl Default for AdminState {
             registered: tokio::sync::Mutex::new(BTreeMap::new()),
             pool: std::sync::OnceLock::new(),
             applied: std::sync::atomic::AtomicI64::new(-1),
+            failing: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -170,9 +173,20 @@ async fn sync(svc: &A2aService, state: &AdminState) {
             .fetch_one(pool)
             .await;
     let version = match version {
-        Ok(v) => v,
+        Ok(v) => {
+            state
+                .failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            v
+        }
         Err(e) => {
-            tracing::warn!(error = %e, "admin API: cannot read the shared agents' version");
+            // Once per outage (a database not migrated to 0014 yet, or down), not every second.
+            if !state
+                .failing
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(error = %e, "admin API: cannot read the shared agents' version");
+            }
             return;
         }
     };
