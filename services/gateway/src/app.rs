@@ -218,6 +218,9 @@ fn upstream_agents(
 pub async fn start(config: &Config, svc: &A2aService) {
     svc.wait_for_upstreams(std::time::Duration::from_secs(10))
         .await;
+    if let Some(url) = &config.database_url {
+        crate::admin::share(svc, url).await;
+    }
     if config.database_url.is_some() {
         // The schema gate, said once at start: `/readyz` answers 503 until it passes.
         match svc.store().ping().await {
@@ -312,6 +315,7 @@ pub fn router(svc: A2aService) -> Router {
         .route(card::LEGACY_WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::AGENT_CARD_PATH, get(card::upstream_agent_card))
         .route(catalogue::PATH, get(catalogue::list_agents))
+        .route(catalogue::AI_CATALOG_PATH, get(catalogue::ai_catalog))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
         .route(a2a_push::JWKS_PATH, get(jwks))
@@ -345,7 +349,8 @@ pub fn admin_router(svc: A2aService) -> Router {
             }),
         )
         .merge(health_routes())
-        .with_state(svc)
+        .with_state(svc.clone())
+        .merge(crate::admin::routes(svc))
 }
 
 /// Serves the admin routes on `listener` until `shutdown` fires, with the public listener's

@@ -22,6 +22,16 @@ pub const ENV_VARS: &[(&str, &str)] = &[
          unset = none",
     ),
     (
+        "A2A_ADMIN_TOKEN_SHA256",
+        "SHA-256 (hex) of the admin API's bearer tokens, comma separated ([admin] \
+         token_sha256); unset = no admin API (/admin/v1/... answers 404)",
+    ),
+    (
+        "A2A_ADMIN_TOKEN",
+        "the admin token the `a2a-gateway agents` command sends (the CLI only; the gateway \
+         itself reads A2A_ADMIN_TOKEN_SHA256)",
+    ),
+    (
         "A2A_PUBLIC_URL",
         "base URL written into the agent card; default http://<A2A_LISTEN>",
     ),
@@ -181,6 +191,9 @@ pub struct FileConfig {
     /// TLS on the public listener (`[tls]`, or `A2A_TLS_CERT` and `A2A_TLS_KEY`); absent =
     /// plaintext HTTP/1.1 and h2c.
     pub tls: Option<crate::tls::TlsConfig>,
+    /// `[admin]`: the admin API on the admin listener (`A2A_ADMIN_TOKEN_SHA256` overrides
+    /// `token_sha256`).
+    pub admin: crate::admin::AdminConfig,
 }
 
 /// `[idempotency]`: how retried sends are recognised. Only a request that asks for it (an
@@ -333,6 +346,10 @@ pub struct Limits {
     pub edge: crate::limits::EdgeConfig,
     /// `[limits.connections]`: connection caps and timeouts of the listeners.
     pub connections: crate::limits::ConnectionsConfig,
+    /// Loop protection: a request whose `A2A-Hop-Count` (gRPC metadata `a2a-hop-count`) is
+    /// above this is refused before anything runs; every upstream send carries the count plus
+    /// one.
+    pub max_hops: u32,
 }
 
 impl Default for Limits {
@@ -351,6 +368,7 @@ impl Default for Limits {
             rate: crate::limits::RateConfig::default(),
             edge: crate::limits::EdgeConfig::default(),
             connections: crate::limits::ConnectionsConfig::default(),
+            max_hops: 8,
         }
     }
 }
@@ -491,6 +509,16 @@ impl Config {
         let listen: SocketAddr = listen_raw.parse().map_err(|e| {
             format!("A2A_LISTEN={listen_raw:?} is not an address like 127.0.0.1:8080: {e}")
         })?;
+        let mut file = file;
+        if let Some(raw) = nonempty("A2A_ADMIN_TOKEN_SHA256") {
+            file.admin.token_sha256 = raw
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect();
+        }
+        file.admin.validate()?;
         let admin_listen = nonempty("A2A_ADMIN_LISTEN")
             .map(|raw| {
                 raw.parse().map_err(|e| {

@@ -1,5 +1,6 @@
 //! a2a-gateway: an A2A 1.0 gateway. See `ARCHITECTURE.md` at the repository root for the map.
 
+pub mod admin;
 pub mod agents;
 pub mod app;
 pub mod auth;

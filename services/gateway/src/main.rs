@@ -1,4 +1,4 @@
-//! The `a2a-gateway` binary: `serve` (default), `migrate`, `keys` or `healthcheck`.
+//! The `a2a-gateway` binary: `serve` (default), `migrate`, `keys`, `agents` or `healthcheck`.
 
 use std::process::ExitCode;
 
@@ -10,12 +10,15 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|healthcheck [--live]]
+const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|agents ...|healthcheck [--live]]
 
   serve     serve A2A over HTTP (default); with A2A_MIGRATE=1 it migrates the database first
   migrate   apply database migrations (A2A_DATABASE_URL) and exit
   keys      API keys in the database: keys create <id> (prints the key once) | keys list |
             keys revoke <id>
+  agents    upstream agents through the admin API (A2A_ADMIN_LISTEN, bearer A2A_ADMIN_TOKEN):
+            agents list | get <name> | add '<json entry>' | replace <name> '<json entry>'
+            [--if-match <etag>] | remove <name> [--if-match <etag>]
   healthcheck  exit 0 when this container's gateway is ready (GET /readyz; --live: /healthz)
             on the admin listener (A2A_ADMIN_LISTEN, else A2A_LISTEN), within 2 s: the image's
             probe client for docker-compose healthchecks and HEALTHCHECK (no shell or curl)
@@ -23,7 +26,8 @@ const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|healthcheck [--l
 Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
 A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
 A2A_REDIS_PREFIX, A2A_ALLOW_UNAUTHENTICATED,
-A2A_ADMIN_LISTEN, A2A_CONFIG, A2A_LOG_FORMAT, RUST_LOG, OTEL_*); see the README.";
+A2A_ADMIN_LISTEN, A2A_ADMIN_TOKEN_SHA256, A2A_CONFIG, A2A_LOG_FORMAT, RUST_LOG, OTEL_*); see the
+README.";
 
 /// Exit code for configuration errors (sysexits EX_CONFIG).
 const EX_CONFIG: u8 = 78;
@@ -34,6 +38,7 @@ fn main() -> ExitCode {
     match command {
         "serve" | "migrate" | "keys" => {}
         "healthcheck" => return healthcheck(&args[1..]),
+        "agents" => return agents(&args[1..]),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -86,6 +91,27 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(code) => code,
+    }
+}
+
+/// `agents ...`: the admin API's client (`a2a_gateway::admin::cli`), toward the admin listener
+/// `A2A_ADMIN_LISTEN` with the bearer token `A2A_ADMIN_TOKEN`.
+fn agents(args: &[String]) -> ExitCode {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let (Some(admin), Some(token)) = (env("A2A_ADMIN_LISTEN"), env("A2A_ADMIN_TOKEN")) else {
+        eprintln!("a2a-gateway agents: set A2A_ADMIN_LISTEN and A2A_ADMIN_TOKEN\n\n{USAGE}");
+        return ExitCode::from(EX_CONFIG);
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    match runtime.block_on(a2a_gateway::admin::cli(&admin, &token, args)) {
+        Ok(out) => {
+            println!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("a2a-gateway agents: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

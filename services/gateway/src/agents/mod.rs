@@ -37,6 +37,9 @@ pub struct AgentRequest {
     /// task created by a keyed send, a digest of the caller's (owner, key)
     /// (`service::idempotency::upstream_key`), stored with the task.
     pub upstream_key: Option<String>,
+    /// The `A2A-Hop-Count` of the request that started the turn (0 for a taken-over turn):
+    /// an upstream send carries one more.
+    pub hops: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -204,10 +207,12 @@ pub fn accepts(modes: &[String], media_type: &str) -> bool {
 }
 
 /// The agents this gateway routes to, by name, with the default for messages without a tenant.
+///
+/// The table is shared by every clone and changes at run time (the admin API adds and
+/// removes upstream agents): readers take a snapshot.
 #[derive(Clone)]
 pub struct AgentRegistry {
-    agents: HashMap<String, Arc<dyn Agent>>,
-    order: Vec<String>,
+    table: Arc<std::sync::RwLock<Table>>,
     default: String,
     /// Built-in agents left out by `builtin_agents`: a message naming one is refused saying so.
     disabled: Vec<String>,
@@ -225,8 +230,7 @@ impl AgentRegistry {
     /// name, so a registry without it needs `set_default`.
     pub fn with_builtins(enabled: &[String]) -> Self {
         let mut r = Self {
-            agents: HashMap::new(),
-            order: Vec::new(),
+            table: Arc::default(),
             default: "echo".into(),
             disabled: Vec::new(),
             changes: Arc::new(watch::channel(0).0),
@@ -253,9 +257,44 @@ impl AgentRegistry {
     pub fn add(&mut self, agent: Arc<dyn Agent>) {
         let name = agent.name().to_owned();
         self.disabled.retain(|n| *n != name);
-        if self.agents.insert(name.clone(), agent).is_none() {
-            self.order.push(name);
+        self.insert(agent);
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds (or replaces) an agent at run time; the cards are rebuilt.
+    pub fn insert(&self, agent: Arc<dyn Agent>) {
+        let name = agent.name().to_owned();
+        {
+            let mut t = self.write();
+            if t.agents.insert(name.clone(), agent).is_none() {
+                t.order.push(name);
+            }
         }
+        self.changes.send_modify(|v| *v += 1);
+    }
+
+    /// Removes an agent at run time (no new turn reaches it; running turns hold their own
+    /// reference and finish); the cards are rebuilt.
+    pub fn remove(&self, name: &str) -> Option<Arc<dyn Agent>> {
+        let removed = {
+            let mut t = self.write();
+            t.order.retain(|n| n != name);
+            t.agents.remove(name)
+        };
+        self.changes.send_modify(|v| *v += 1);
+        removed
+    }
+
+    /// The name of the default agent.
+    pub fn default_name(&self) -> &str {
+        &self.default
     }
 
     /// Where agents report card and health changes.
@@ -273,7 +312,7 @@ impl AgentRegistry {
                 "default agent {name:?} is a built-in agent that builtin_agents leaves out"
             ));
         }
-        if !self.agents.contains_key(name) {
+        if !self.read().agents.contains_key(name) {
             return Err(format!("default agent {name:?} is not a known agent"));
         }
         self.default = name.to_owned();
@@ -281,17 +320,29 @@ impl AgentRegistry {
     }
 
     pub fn default_agent(&self) -> Option<Arc<dyn Agent>> {
-        self.agents.get(&self.default).cloned()
+        self.read().agents.get(&self.default).cloned()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn Agent>> {
-        self.agents.get(name).cloned()
+        self.read().agents.get(name).cloned()
     }
 
-    /// Agents in registration order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Agent>> {
-        self.order.iter().map(|n| &self.agents[n])
+    /// Agents in registration order (a snapshot).
+    pub fn iter(&self) -> std::vec::IntoIter<Arc<dyn Agent>> {
+        let t = self.read();
+        t.order
+            .iter()
+            .filter_map(|n| t.agents.get(n).cloned())
+            .collect::<Vec<_>>()
+            .into_iter()
     }
+}
+
+/// The agents by name, and their registration order.
+#[derive(Default)]
+struct Table {
+    agents: HashMap<String, Arc<dyn Agent>>,
+    order: Vec<String>,
 }
 
 /// A text part (used by the built-in agents).

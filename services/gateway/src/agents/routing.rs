@@ -188,7 +188,10 @@ impl AgentRegistry {
         let words = words(message);
         let best = self
             .iter()
-            .filter_map(|a| Some((a, a.status().filter(|s| s.healthy)?)))
+            .filter_map(|a| {
+                let status = a.status().filter(|s| s.healthy)?;
+                Some((a, status))
+            })
             .map(|(a, status)| {
                 let matched = skill_match(&a.skills(), &words);
                 (a, matched, score(Some(status), matched))

@@ -209,6 +209,7 @@ mod tests {
             task: None,
             upstream: None,
             turn: 1,
+            hops: 0,
         }
     }
 

@@ -38,8 +38,19 @@ pub async fn agent_card(State(svc): State<A2aService>, uri: Uri, headers: Header
         return public(&doc, Dialect::V03, &headers, false);
     }
     let shape = requested_shape(&headers, uri.query());
-    public(&doc, shape, &headers, true)
+    let mut response = public(&doc, shape, &headers, true);
+    // The root card points to the AI Catalog by the draft's `ai-catalog` link relation (AI
+    // Catalog draft, *Link Relation Discovery*): a header, so the strict 1.0 card keeps its
+    // schema (it has no member for it).
+    response
+        .headers_mut()
+        .append(header::LINK, HeaderValue::from_static(AI_CATALOG_LINK));
+    response
 }
+
+/// The `Link` header of the root card toward the AI Catalog.
+pub const AI_CATALOG_LINK: &str =
+    "</.well-known/ai-catalog.json>; rel=\"ai-catalog\"; type=\"application/ai-catalog+json\"";
 
 /// An upstream agent's card, rewritten to point at this gateway, in the requested shape; 404
 /// for an unknown agent or one whose card was never fetched.

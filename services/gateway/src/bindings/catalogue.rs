@@ -16,6 +16,8 @@ use crate::service::A2aService;
 use crate::tls::PeerCert;
 
 pub const PATH: &str = "/agents";
+/// The AI Catalog (AI Catalog draft, *Well-Known URI*): the same agents as [`PATH`].
+pub const AI_CATALOG_PATH: &str = "/.well-known/ai-catalog.json";
 
 pub async fn list_agents(
     State(svc): State<A2aService>,
@@ -24,9 +26,56 @@ pub async fn list_agents(
     headers: HeaderMap,
     cert: PeerCert,
 ) -> Response {
+    serve(
+        svc,
+        peer,
+        uri,
+        headers,
+        cert,
+        PATH,
+        JSON,
+        A2aService::agent_catalogue,
+    )
+    .await
+}
+
+/// `GET /.well-known/ai-catalog.json`: as `GET /agents` (same pipeline, visibility, ETag and
+/// caching), in the AI Catalog's shape and media type.
+pub async fn ai_catalog(
+    State(svc): State<A2aService>,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    cert: PeerCert,
+) -> Response {
+    let media = crate::service::catalogue::AI_CATALOG_MEDIA_TYPE;
+    serve(
+        svc,
+        peer,
+        uri,
+        headers,
+        cert,
+        AI_CATALOG_PATH,
+        media,
+        A2aService::ai_catalog,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    svc: A2aService,
+    peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    cert: PeerCert,
+    path: &'static str,
+    media: &'static str,
+    build: fn(&A2aService, &crate::service::RequestContext) -> crate::service::catalogue::Catalogue,
+) -> Response {
     let mut call = Call::start(Binding::Rest);
     call.method("ListAgents");
-    call.http("GET", || PATH.into());
+    call.http("GET", || path.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
         .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
@@ -39,15 +88,13 @@ pub async fn list_agents(
             return refused(response, r);
         }
     };
-    let catalogue = call
-        .traced(async { svc.agent_catalogue(&admitted.ctx) })
-        .await;
+    let catalogue = call.traced(async { build(&svc, &admitted.ctx) }).await;
     call.ok();
     let mut response = if super::card::if_none_match(&headers, &catalogue.etag) == Some(true) {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         (
-            [(header::CONTENT_TYPE, HeaderValue::from_static(JSON))],
+            [(header::CONTENT_TYPE, HeaderValue::from_static(media))],
             catalogue.json,
         )
             .into_response()

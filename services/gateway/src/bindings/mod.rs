@@ -35,6 +35,11 @@ pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// Safe retries of SendMessage (HTTP header and gRPC metadata alike).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// Loop protection (HTTP header and gRPC metadata alike): how many gateways a request already
+/// went through; the gateway sends the count plus one with every upstream call.
+pub const HOP_COUNT_HEADER: &str = "a2a-hop-count";
+/// The longest `A2A-Hop-Count` value read (a `u32` has at most 10 digits).
+const MAX_HOP_COUNT_LEN: usize = 10;
 /// The longest `Idempotency-Key` accepted.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 pub const JSON: &str = "application/json";
@@ -109,6 +114,9 @@ pub fn request_context(
     if let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) {
         ctx.idempotency_key = Some(idempotency_key(value)?);
     }
+    if let Some(value) = headers.get(HOP_COUNT_HEADER) {
+        ctx.hops = hop_count(value)?;
+    }
     // An invalid traceparent is ignored, as W3C Trace Context asks (a new trace starts).
     ctx.traceparent = headers
         .get(TRACEPARENT_HEADER)
@@ -180,6 +188,26 @@ pub(crate) fn extension_set<'a, I: Iterator<Item = &'a HeaderValue>>(
         .filter(|(_, first)| *first)
         .map(|(uri, _)| (*uri).to_owned())
         .collect())
+}
+
+/// The value of an `A2A-Hop-Count` header: a decimal count, at most 10 digits.
+fn hop_count(value: &HeaderValue) -> Result<u32, A2aError> {
+    (value.len() <= MAX_HOP_COUNT_LEN)
+        .then(|| value.to_str().ok().and_then(|v| v.trim().parse().ok()))
+        .flatten()
+        .ok_or_else(|| {
+            A2aError::invalid_params("A2A-Hop-Count", "must be a decimal count of gateways")
+        })
+}
+
+/// The refusal of a request that went through more than `max` gateways: most likely an
+/// upstream agent that routes back to this gateway, directly or through others.
+pub fn request_loop(hops: u32, max: u32) -> A2aError {
+    A2aError::InvalidRequest(format!(
+        "request loop: the request already went through {hops} gateways (A2A-Hop-Count), more \
+         than the {max} allowed; an upstream agent probably routes back to this gateway, \
+         directly or through another gateway"
+    ))
 }
 
 /// The key of an `Idempotency-Key` header: the draft's Structured Field string (`"..."`), or

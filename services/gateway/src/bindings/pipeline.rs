@@ -250,6 +250,19 @@ impl Call {
         }
         let mut ctx = request_context(headers, query, self.dialects, svc.edge_limits())
             .map_err(Refusal::Invalid)?;
+        // Loop protection, before authentication and anything else that costs.
+        if ctx.hops > svc.max_hops() {
+            tracing::warn!(
+                hops = ctx.hops,
+                max = svc.max_hops(),
+                "request loop refused"
+            );
+            metrics::counter!("a2a_request_loops_total").increment(1);
+            return Err(Refusal::Invalid(super::request_loop(
+                ctx.hops,
+                svc.max_hops(),
+            )));
+        }
         if let Some(cost) = cost {
             ctx.cost = cost;
         }

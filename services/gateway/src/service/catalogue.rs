@@ -66,23 +66,10 @@ impl A2aService {
         let agents = inner
             .agents
             .iter()
-            .filter(|agent| match (&inner.auth, &ctx.principal) {
-                (Some(auth), Some(principal)) => {
-                    let skills = agent.skills();
-                    auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))
-                        .is_ok()
-                }
-                // Admission lets no unauthenticated caller through while auth is on.
-                (Some(_), None) => false,
-                (None, _) => true,
-            })
+            .filter(|agent| self.visible(agent, ctx))
             .map(|agent| {
                 let upstream = agent.upstream_card();
-                let card_path = match upstream {
-                    Some(_) => agent_card_path(agent.name()),
-                    None if agent.is_remote() => agent_card_path(agent.name()),
-                    None => crate::bindings::card::WELL_KNOWN_PATH.to_owned(),
-                };
+                let card_path = card_path_of(&agent);
                 let description = upstream
                     .as_ref()
                     .map(|c| c.description.clone())
@@ -114,6 +101,103 @@ impl A2aService {
             })
             .collect();
         let json = serde_json::to_vec(&Document { agents }).expect("the catalogue serialises");
+        let etag = strong_etag(&json);
+        Catalogue {
+            json: json.into(),
+            etag,
+        }
+    }
+}
+
+/// Where an agent's card is served at this gateway: its per-agent card for an upstream agent,
+/// the root card for a built-in one.
+fn card_path_of(agent: &std::sync::Arc<dyn crate::agents::Agent>) -> String {
+    if agent.upstream_card().is_some() || agent.is_remote() {
+        agent_card_path(agent.name())
+    } else {
+        crate::bindings::card::WELL_KNOWN_PATH.to_owned()
+    }
+}
+
+/// The AI Catalog media type (AI Catalog draft, *Media Type*).
+pub const AI_CATALOG_MEDIA_TYPE: &str = "application/ai-catalog+json";
+/// The entry `type` of an A2A Agent Card (AI Catalog draft, *Catalog Entry*).
+pub const A2A_CARD_MEDIA_TYPE: &str = "application/a2a-agent-card+json";
+
+/// `/.well-known/ai-catalog.json` (AI Catalog draft, `specVersion` 1.0): the same agents as
+/// `GET /agents`, each an entry naming its card.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AiCatalog {
+    spec_version: &'static str,
+    host: AiHost,
+    entries: Vec<AiEntry>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AiHost {
+    display_name: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AiEntry {
+    identifier: String,
+    display_name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    url: String,
+}
+
+impl A2aService {
+    /// Whether `ctx`'s caller may see (and so reach) `agent`: every agent without `[auth]`; with
+    /// it, those whose every skill's requirements the caller meets.
+    fn visible(
+        &self,
+        agent: &std::sync::Arc<dyn crate::agents::Agent>,
+        ctx: &RequestContext,
+    ) -> bool {
+        match (&self.inner.auth, &ctx.principal) {
+            (Some(auth), Some(principal)) => {
+                let skills = agent.skills();
+                auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))
+                    .is_ok()
+            }
+            // Admission lets no unauthenticated caller through while auth is on.
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
+    }
+
+    /// The AI Catalog as `ctx`'s caller may see it: one `application/a2a-agent-card+json`
+    /// entry per routable agent, its `identifier` the agent's card URL (an absolute URI, unique
+    /// per gateway and agent), its `displayName` the name clients route to (`tenant`).
+    pub fn ai_catalog(&self, ctx: &RequestContext) -> Catalogue {
+        let inner = &self.inner;
+        let public_url = &inner.public_url;
+        let entries = inner
+            .agents
+            .iter()
+            .filter(|agent| self.visible(agent, ctx))
+            .map(|agent| {
+                let url = format!("{public_url}{}", card_path_of(&agent));
+                AiEntry {
+                    identifier: url.clone(),
+                    display_name: agent.name().to_owned(),
+                    kind: A2A_CARD_MEDIA_TYPE,
+                    url,
+                }
+            })
+            .collect();
+        let doc = AiCatalog {
+            spec_version: "1.0",
+            host: AiHost {
+                display_name: self.agent_card().card.name.clone(),
+            },
+            entries,
+        };
+        let json = serde_json::to_vec(&doc).expect("the catalog serialises");
         let etag = strong_etag(&json);
         Catalogue {
             json: json.into(),

@@ -7,7 +7,7 @@
 //! [`EventBus`].
 
 mod card;
-mod catalogue;
+pub mod catalogue;
 pub(crate) mod depth;
 mod expiry;
 mod follow;
@@ -74,6 +74,9 @@ pub struct RequestContext {
     /// translates at its edge; the service only records it with a push config, whose webhook
     /// then gets payloads in that dialect.
     pub dialect: a2a_types::Dialect,
+    /// How many gateways the request already went through (`A2A-Hop-Count`, 0 without it):
+    /// an upstream send carries one more (loop protection, `[limits] max_hops`).
+    pub hops: u32,
 }
 
 impl RequestContext {
@@ -89,6 +92,7 @@ impl RequestContext {
             span: a2a_process::telemetry::TraceSpan::NONE,
             cost: 1,
             dialect: a2a_types::Dialect::V1,
+            hops: 0,
         }
     }
 }
@@ -141,6 +145,8 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
+    /// The admin API's agents (`crate::admin`), made when first asked for.
+    admin: std::sync::OnceLock<Arc<crate::admin::AdminState>>,
     /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
     push_policy: a2a_push::AddressPolicy,
     /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
@@ -196,6 +202,7 @@ impl A2aService {
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
+                admin: std::sync::OnceLock::new(),
                 push_policy,
                 jwks,
                 watch: watch::Watch::default(),
@@ -231,7 +238,11 @@ impl A2aService {
 
     /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
     pub async fn wait_for_upstreams(&self, limit: Duration) {
-        let waits = self.inner.agents.iter().map(|a| a.wait_ready(limit));
+        let waits = self
+            .inner
+            .agents
+            .iter()
+            .map(|a| async move { a.wait_ready(limit).await });
         futures::future::join_all(waits).await;
     }
 
@@ -308,6 +319,27 @@ impl A2aService {
     }
 
     /// `[limits.edge]`: the caps on a request's head the pipeline parses.
+    /// The agents this gateway routes to (the admin API adds and removes upstream ones).
+    pub fn agent_registry(&self) -> &AgentRegistry {
+        &self.inner.agents
+    }
+
+    /// The admin API's state (the agents registered through it), shared by the admin routes
+    /// and the PostgreSQL sync.
+    pub fn admin_state(&self) -> &Arc<crate::admin::AdminState> {
+        self.inner.admin.get_or_init(Default::default)
+    }
+
+    /// The configuration file's settings (as the gateway started with them).
+    pub fn file_config(&self) -> &FileConfig {
+        &self.inner.config
+    }
+
+    /// `[limits] max_hops`: the highest `A2A-Hop-Count` a request may carry.
+    pub fn max_hops(&self) -> u32 {
+        self.inner.config.limits.max_hops
+    }
+
     pub fn edge_limits(&self) -> &crate::limits::EdgeConfig {
         &self.inner.config.limits.edge
     }

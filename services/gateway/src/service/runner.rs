@@ -389,6 +389,7 @@ impl A2aService {
                 upstream,
                 turn,
                 upstream_key,
+                hops: ctx.hops,
             },
             continues,
             epoch,

@@ -225,6 +225,7 @@ impl A2aService {
                     turn,
                     // The key the dead replica sent under: the upstream answers from its send.
                     upstream_key: rec.upstream_key.clone(),
+                    hops: 0,
                 },
                 continues: Some(rec.seq),
                 epoch: rec.dispatch.epoch,

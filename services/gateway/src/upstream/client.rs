@@ -224,14 +224,20 @@ impl UpstreamClient {
         }
     }
 
-    /// SendMessage; with `idempotency_key`, under that `Idempotency-Key`.
+    /// SendMessage; with `idempotency_key`, under that `Idempotency-Key`; `hops` is the
+    /// `A2A-Hop-Count` it carries (the turn's request's plus one).
     pub async fn send(
         &self,
         req: SendMessageRequest,
         idempotency_key: Option<&str>,
+        hops: u32,
     ) -> Result<SendMessageResponse, A2aError> {
         self.measured("SendMessage", async {
-            let result = match self.authorised(&key_header(idempotency_key)).await? {
+            let hops = hops.to_string();
+            let result = match self
+                .authorised(&send_headers(idempotency_key, &hops))
+                .await?
+            {
                 Transport::V1(c) => c.send_message(req).await,
                 Transport::V03(c) => c.send_message(req).await,
             };
@@ -240,14 +246,20 @@ impl UpstreamClient {
         .await
     }
 
-    /// SendStreamingMessage; with `idempotency_key`, under that `Idempotency-Key`.
+    /// SendStreamingMessage; with `idempotency_key`, under that `Idempotency-Key`; `hops` as
+    /// for [`Self::send`].
     pub async fn stream(
         &self,
         req: SendMessageRequest,
         idempotency_key: Option<&str>,
+        hops: u32,
     ) -> Result<EventStream, A2aError> {
         self.measured("SendStreamingMessage", async {
-            let result = match self.authorised(&key_header(idempotency_key)).await? {
+            let hops = hops.to_string();
+            let result = match self
+                .authorised(&send_headers(idempotency_key, &hops))
+                .await?
+            {
                 Transport::V1(c) => c.send_streaming_message(req).await,
                 Transport::V03(c) => c.send_streaming_message(req).await,
             };
@@ -340,8 +352,12 @@ impl UpstreamClient {
 }
 
 /// The header that carries an idempotency key (lower case: gRPC metadata keys must be).
-fn key_header(key: Option<&str>) -> Vec<(&'static str, &str)> {
-    key.map(|k| ("idempotency-key", k)).into_iter().collect()
+/// The headers of a send: its `Idempotency-Key`, if any, and its `A2A-Hop-Count`.
+fn send_headers<'a>(key: Option<&'a str>, hops: &'a str) -> Vec<(&'static str, &'a str)> {
+    key.map(|k| ("idempotency-key", k))
+        .into_iter()
+        .chain([(crate::bindings::HOP_COUNT_HEADER, hops)])
+        .collect()
 }
 
 pub fn upstream_error(agent: &str, e: ClientError) -> A2aError {

@@ -49,12 +49,16 @@ pub(super) async fn execute(
     let key = key.as_deref();
     tracing::debug!(agent = %agent.config.name, task_id = %req.task_id, binding = %client.binding(), streaming, idempotency_key = key, "proxying a turn");
     if streaming {
-        let stream = client.map_stream(client.stream(out, key).await?);
+        let stream = client.map_stream(client.stream(out, key, req.hops.saturating_add(1)).await?);
         if map.pump(stream).await? {
             return Ok(());
         }
     } else {
-        match client.send(out, key).await?.payload {
+        match client
+            .send(out, key, req.hops.saturating_add(1))
+            .await?
+            .payload
+        {
             Some(send_message_response::Payload::Message(m)) => {
                 map.message(m).await?;
                 return Ok(());
@@ -401,6 +405,7 @@ mod tests {
             upstream: None,
             turn,
             upstream_key: upstream_key.map(Into::into),
+            hops: 0,
         }
     }
 

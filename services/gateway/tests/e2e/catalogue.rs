@@ -196,3 +196,101 @@ async fn with_auth_each_caller_sees_the_agents_it_may_reach() {
     .await;
     assert_eq!(status, 200);
 }
+
+/// `GET /.well-known/ai-catalog.json` with `headers`: status, content type, ETag and body.
+async fn ai_catalog(gw: &TestGateway, headers: &[(&str, &str)]) -> (u16, String, String, Value) {
+    let mut req = gw.client.get(gw.url("/.well-known/ai-catalog.json"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let (media, etag) = (header("content-type"), header("etag"));
+    let body = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or(Value::Null);
+    (status, media, etag, body)
+}
+
+fn identifiers(doc: &Value) -> Vec<&str> {
+    doc["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["displayName"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_ai_catalog_lists_each_agent_with_its_card() {
+    let up = upstream("").await;
+    let gw = TestGateway::with_config(&agent("up", &up.url(""), "")).await;
+    let (status, media, etag, doc) = ai_catalog(&gw, &[]).await;
+    assert_eq!(status, 200, "{doc}");
+    assert_eq!(media, "application/ai-catalog+json");
+    assert!(
+        etag.starts_with('"') && !etag.starts_with("W/"),
+        "strong: {etag}"
+    );
+    assert_eq!(doc["specVersion"], "1.0", "{doc}");
+    assert!(doc["host"]["displayName"].is_string(), "{doc}");
+    assert_eq!(identifiers(&doc), ["echo", "scenario", "up"]);
+    for entry in doc["entries"].as_array().unwrap() {
+        assert_eq!(entry["type"], "application/a2a-agent-card+json", "{entry}");
+        assert_eq!(entry["identifier"], entry["url"], "{entry}");
+        // Each url serves the agent's card.
+        let url = entry["url"].as_str().unwrap();
+        let card: Value = gw
+            .client
+            .get(url)
+            .header("A2A-Version", "1.0")
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(card["name"].is_string(), "{url}: {card}");
+    }
+    let up_entry = &doc["entries"][2];
+    assert_eq!(
+        up_entry["url"],
+        gw.url("/agents/up/.well-known/agent-card.json")
+    );
+    // A matching If-None-Match: 304.
+    let (status, _, _, _) = ai_catalog(&gw, &[("if-none-match", &etag)]).await;
+    assert_eq!(status, 304);
+    // The root card (both shapes) links to it by the draft's `ai-catalog` relation.
+    for version in ["1.0", ""] {
+        let resp = gw
+            .client
+            .get(gw.url("/.well-known/agent-card.json"))
+            .header("A2A-Version", version)
+            .send()
+            .await
+            .unwrap();
+        let link = resp.headers()["link"].to_str().unwrap();
+        assert!(
+            link.starts_with("</.well-known/ai-catalog.json>; rel=\"ai-catalog\""),
+            "{link}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn with_auth_the_ai_catalog_lists_what_each_caller_may_reach() {
+    let gw = TestGateway::with_config(AUTH).await;
+    let (status, _, _, body) = ai_catalog(&gw, &[]).await;
+    assert_eq!(status, 401, "{body}");
+    let (status, _, user_tag, user) = ai_catalog(&gw, &[("x-api-key", "user-key")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(identifiers(&user), ["echo"]);
+    let (status, _, admin_tag, admin) = ai_catalog(&gw, &[("x-admin-key", "admin-key")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(identifiers(&admin), ["echo", "scenario"]);
+    assert_ne!(user_tag, admin_tag);
+}

@@ -89,6 +89,19 @@ impl TestGateway {
         Self::launch_with(toml, Some(database_url), None, &env).await
     }
 
+    /// [`Self::with_database_and_redis`] with more environment variables.
+    pub async fn replica_with_env(
+        toml: &str,
+        database_url: &str,
+        redis: &a2a_testing::TestRedis,
+        env: &[(&str, String)],
+    ) -> Self {
+        let mut env = env.to_vec();
+        env.push(("A2A_REDIS_URL", redis.url().to_owned()));
+        env.push(("A2A_REDIS_PREFIX", redis.prefix().to_owned()));
+        Self::launch_with(toml, Some(database_url), None, &env).await
+    }
+
     async fn launch(
         toml: &str,
         database_url: Option<&str>,

@@ -5,6 +5,7 @@ mod harness;
 mod issuer;
 
 mod abuse;
+mod admin;
 mod auth;
 mod binary;
 mod bounds;

@@ -3,6 +3,7 @@
 
 mod credentials;
 mod faults;
+mod loops;
 mod orchestration;
 mod proxy;
 mod python;

@@ -1,0 +1,901 @@
+//! The admin API for upstream agents (README, *Upstream agents*), on the admin listener only:
+//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`. Bodies are an
+//! `[[agents]]` entry as JSON (the same field names and validation). Authenticated by a bearer
+//! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
+//! in constant time; without one configured the routes do not exist (404).
+//!
+//! Agents registered here live in this process in embedded mode; with PostgreSQL they are
+//! stored in `admin_agents` and every replica applies a change within about a second ([`share`]).
+//! The file's
+//! `[[agents]]` and the built-in agents are listed read-only (409 on a change). Each agent has
+//! a strong `ETag` (the SHA-256 of its entry); `PUT` and `DELETE` honour `If-Match` (412 when
+//! another change came first). A new or replaced agent's card is fetched (and its signature
+//! verified, when asked) before it is routed to: an agent whose card cannot be had is refused
+//! (422) and nothing changes. A removed agent gets no new turn; turns already running hold
+//! their own reference and finish. Every change is logged (`target: a2a_gateway::audit`).
+
+// The handlers' helpers return the answer itself as their error: a refusal is rare and
+// answered at once, so its size does not matter.
+#![allow(clippy::result_large_err)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use crate::agents::AgentRegistry;
+use crate::service::A2aService;
+use crate::upstream::UpstreamAgent;
+use crate::upstream::config::AgentConfig;
+
+/// The collection's path.
+pub const AGENTS_PATH: &str = "/admin/v1/agents";
+/// One agent's path.
+pub const AGENT_PATH: &str = "/admin/v1/agents/{name}";
+/// The largest entry accepted (an inline card included).
+const MAX_BODY: usize = 256 * 1024;
+/// How long a new agent's first card fetch may take before it is refused.
+const FIRST_FETCH: Duration = Duration::from_secs(10);
+/// The most agents the admin API registers (each holds a queue and a heartbeat).
+const MAX_AGENTS: usize = 1024;
+
+/// `[admin]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    /// SHA-256 (lowercase or uppercase hex) of each accepted bearer token.
+    pub token_sha256: Vec<String>,
+}
+
+impl AdminConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        for t in &self.token_sha256 {
+            if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!(
+                    "admin.token_sha256 (A2A_ADMIN_TOKEN_SHA256): {:?} is not a SHA-256 in hex \
+                     (64 hex digits; e.g. `printf %s \"$TOKEN\" | sha256sum`)",
+                    t.chars().take(80).collect::<String>()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn digests(&self) -> Vec<[u8; 32]> {
+        self.token_sha256
+            .iter()
+            .filter_map(|t| {
+                let mut out = [0u8; 32];
+                for (i, byte) in out.iter_mut().enumerate() {
+                    *byte = u8::from_str_radix(t.get(2 * i..2 * i + 2)?, 16).ok()?;
+                }
+                Some(out)
+            })
+            .collect()
+    }
+}
+
+/// One agent registered through the API.
+struct Registered {
+    /// The entry as given, with credential values redacted (what `GET` shows).
+    shown: Value,
+    etag: String,
+    /// Stops its card refresh and heartbeat.
+    stop: CancellationToken,
+}
+
+/// The agents registered through the API in this process, and (with PostgreSQL) the pool of
+/// the table they are shared through.
+pub struct AdminState {
+    http: reqwest::Client,
+    /// Held across a whole change (card fetch included): changes are serialised.
+    registered: tokio::sync::Mutex<BTreeMap<String, Registered>>,
+    /// With PostgreSQL: `admin_agents`, `admin_agents_version`, `admin_audit`.
+    pool: std::sync::OnceLock<sqlx::PgPool>,
+    /// The `admin_agents_version` this process last applied.
+    applied: std::sync::atomic::AtomicI64,
+    /// The last read failed (logged once at warn until one succeeds again).
+    failing: std::sync::atomic::AtomicBool,
+}
+
+impl Default for AdminState {
+    fn default() -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(5))
+                .pool_idle_timeout(Duration::from_secs(60))
+                .build()
+                .unwrap_or_default(),
+            registered: tokio::sync::Mutex::new(BTreeMap::new()),
+            pool: std::sync::OnceLock::new(),
+            applied: std::sync::atomic::AtomicI64::new(-1),
+            failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+struct Admin {
+    svc: A2aService,
+    tokens: Vec<[u8; 32]>,
+    state: Arc<AdminState>,
+}
+
+/// With PostgreSQL: the agents registered through the API live in `admin_agents`, and every
+/// replica applies a change within about a second. A 1 s poll of the one-row version counter
+/// (an index-only read) is the notification: cheaper to reason about than a Redis channel
+/// (nothing to miss across a reconnect, no Redis needed) and bounded at one tiny query per
+/// replica per second; when it moved the table is read again (at most [`MAX_AGENTS`] rows).
+pub async fn share(svc: &A2aService, database_url: &str) {
+    let pool = match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(Duration::from_secs(3))
+        .connect_lazy(database_url)
+    {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "admin API: the database URL is unusable; API agents stay local");
+            return;
+        }
+    };
+    let state = svc.admin_state().clone();
+    let _ = state.pool.set(pool);
+    sync(svc, &state).await;
+    let svc = svc.clone();
+    let shutdown = svc.shutdown_token().clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+            sync(&svc, &state).await;
+        }
+    });
+}
+
+/// One round of the replica sync: when `admin_agents_version` moved, the table is read and
+/// applied (new or changed entries built, their cards fetched, then routed to; missing ones
+/// removed). A failure leaves the version unapplied, so the next round tries again.
+async fn sync(svc: &A2aService, state: &AdminState) {
+    let Some(pool) = state.pool.get() else { return };
+    let version: Result<i64, _> =
+        sqlx::query_scalar("SELECT version FROM admin_agents_version WHERE id = 1")
+            .fetch_one(pool)
+            .await;
+    let version = match version {
+        Ok(v) => {
+            state
+                .failing
+                .store(false, std::sync::atomic::Ordering::Relaxed);
+            v
+        }
+        Err(e) => {
+            // Once per outage (a database not migrated to 0014 yet, or down), not every second.
+            if !state
+                .failing
+                .swap(true, std::sync::atomic::Ordering::Relaxed)
+            {
+                tracing::warn!(error = %e, "admin API: cannot read the shared agents' version");
+            }
+            return;
+        }
+    };
+    if version == state.applied.load(std::sync::atomic::Ordering::Acquire) {
+        return;
+    }
+    let mut registered = state.registered.lock().await;
+    if apply(svc, state, pool, &mut registered).await {
+        state
+            .applied
+            .store(version, std::sync::atomic::Ordering::Release);
+    }
+}
+
+/// Makes this process's API agents those of `admin_agents`; whether all of them could be.
+async fn apply(
+    svc: &A2aService,
+    state: &AdminState,
+    pool: &sqlx::PgPool,
+    registered: &mut BTreeMap<String, Registered>,
+) -> bool {
+    let rows: Vec<(String, String, String)> =
+        match sqlx::query_as("SELECT name, entry, etag FROM admin_agents ORDER BY name LIMIT $1")
+            .bind(MAX_AGENTS as i64)
+            .fetch_all(pool)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "admin API: cannot read the shared agents");
+                return false;
+            }
+        };
+    let mut complete = true;
+    for (name, entry, etag) in &rows {
+        if registered.get(name).is_some_and(|r| &r.etag == etag) {
+            continue;
+        }
+        match build(svc, state, entry.as_bytes(), None).await {
+            Ok((config, shown_entry, agent, stop)) if &config.name == name => {
+                svc.agent_registry().insert(agent);
+                let new = Registered {
+                    shown: shown_entry,
+                    etag: etag.clone(),
+                    stop,
+                };
+                if let Some(old) = registered.insert(name.clone(), new) {
+                    old.stop.cancel();
+                }
+                tracing::info!(agent = %name, "admin API: applied a shared agent");
+            }
+            Ok((_, _, _, stop)) => stop.cancel(),
+            Err(_) => {
+                tracing::warn!(agent = %name, "admin API: a shared agent's card cannot be had yet");
+                complete = false;
+            }
+        }
+    }
+    let gone: Vec<String> = registered
+        .keys()
+        .filter(|n| !rows.iter().any(|(name, _, _)| name == *n))
+        .cloned()
+        .collect();
+    for name in gone {
+        svc.agent_registry().remove(&name);
+        if let Some(old) = registered.remove(&name) {
+            old.stop.cancel();
+        }
+        tracing::info!(agent = %name, "admin API: removed a shared agent");
+    }
+    complete
+}
+
+/// Writes one change to the shared table (with its audit row and the version bump) in one
+/// transaction. `expect`: the ETag the row must still have (`None`: it must not exist, for a
+/// create). Returns whether the row was as expected.
+async fn persist(pool: &sqlx::PgPool, change: Change<'_>, who: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let (done, action, name, etag) = match change {
+        Change::Create { name, entry, etag } => {
+            let r = sqlx::query(
+                "INSERT INTO admin_agents (name, entry, etag) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(entry)
+            .bind(etag)
+            .execute(&mut *tx)
+            .await?;
+            (r.rows_affected() == 1, "create", name, Some(etag))
+        }
+        Change::Replace {
+            name,
+            entry,
+            etag,
+            expect,
+        } => {
+            let r = sqlx::query(
+                "UPDATE admin_agents SET entry = $2, etag = $3, updated_at = now() \
+                 WHERE name = $1 AND etag = $4",
+            )
+            .bind(name)
+            .bind(entry)
+            .bind(etag)
+            .bind(expect)
+            .execute(&mut *tx)
+            .await?;
+            (r.rows_affected() == 1, "replace", name, Some(etag))
+        }
+        Change::Delete { name, expect } => {
+            let r = sqlx::query("DELETE FROM admin_agents WHERE name = $1 AND etag = $2")
+                .bind(name)
+                .bind(expect)
+                .execute(&mut *tx)
+                .await?;
+            (r.rows_affected() == 1, "delete", name, None)
+        }
+    };
+    if !done {
+        tx.rollback().await?;
+        return Ok(false);
+    }
+    sqlx::query("UPDATE admin_agents_version SET version = version + 1 WHERE id = 1")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO admin_audit (who, action, agent, etag) VALUES ($1, $2, $3, $4)")
+        .bind(format!("token:{who}"))
+        .bind(action)
+        .bind(name)
+        .bind(etag)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
+}
+
+enum Change<'a> {
+    Create {
+        name: &'a str,
+        entry: &'a str,
+        etag: &'a str,
+    },
+    Replace {
+        name: &'a str,
+        entry: &'a str,
+        etag: &'a str,
+        expect: &'a str,
+    },
+    Delete {
+        name: &'a str,
+        expect: &'a str,
+    },
+}
+
+/// A change the shared table refused (another replica's change came first) or could not take.
+fn persist_failed(result: Result<bool, sqlx::Error>, name: &str) -> Option<Response> {
+    match result {
+        Ok(true) => None,
+        Ok(false) => Some(error(
+            StatusCode::PRECONDITION_FAILED,
+            format!("agent {name:?} changed on another replica meanwhile: read it again"),
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, agent = name, "admin API: cannot write the shared agents");
+            Some(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable; nothing was changed",
+            ))
+        }
+    }
+}
+
+/// The admin API's routes, or none when no admin token is configured (every path is then a
+/// 404, as if the API did not exist).
+pub fn routes(svc: A2aService) -> Router {
+    let tokens = svc.file_config().admin.digests();
+    if tokens.is_empty() {
+        return Router::new();
+    }
+    let state = svc.admin_state().clone();
+    let admin = Arc::new(Admin { svc, tokens, state });
+    Router::new()
+        .route(AGENTS_PATH, get(list).post(create))
+        .route(AGENT_PATH, get(read).put(replace).delete(remove))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(admin)
+}
+
+/// An error answer: `{"error": {"code": status, "message": ...}}`.
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let message = message.into();
+    (
+        status,
+        axum::Json(json!({"error": {"code": status.as_u16(), "message": message}})),
+    )
+        .into_response()
+}
+
+impl Admin {
+    /// The caller's identity (the first 12 hex digits of its token's SHA-256, for the audit
+    /// log), or the 401 answer. Every configured digest is compared, in constant time.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+        let unauthorized = || {
+            let mut r = error(
+                StatusCode::UNAUTHORIZED,
+                "the admin API needs Authorization: Bearer <admin token>",
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"a2a-gateway admin\""),
+            );
+            r
+        };
+        let value = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(unauthorized)?;
+        let token = value
+            .get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("bearer "))
+            .and_then(|_| value.get(7..))
+            .map(str::trim)
+            .filter(|t| !t.is_empty() && t.len() <= 4096)
+            .ok_or_else(unauthorized)?;
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut matched = subtle::Choice::from(0u8);
+        for known in &self.tokens {
+            matched |= subtle::ConstantTimeEq::ct_eq(&digest[..], &known[..]);
+        }
+        if bool::from(matched) {
+            Ok(hex(&digest[..6]))
+        } else {
+            Err(unauthorized())
+        }
+    }
+
+    fn registry(&self) -> &AgentRegistry {
+        self.svc.agent_registry()
+    }
+
+    /// Where an agent that is not the API's comes from: `file` (`[[agents]]`) or `builtin`.
+    fn fixed_source(&self, name: &str) -> Option<&'static str> {
+        if self.svc.file_config().agents.iter().any(|a| a.name == name) {
+            Some("file")
+        } else if AgentRegistry::BUILTIN.contains(&name) && self.registry().get(name).is_some() {
+            Some("builtin")
+        } else {
+            None
+        }
+    }
+
+    async fn build(
+        &self,
+        body: &[u8],
+        name: Option<&str>,
+    ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+        build(&self.svc, &self.state, body, name).await
+    }
+
+    /// Brings this process up to date with the shared table before a change (PostgreSQL).
+    async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
+        if let Some(pool) = self.state.pool.get() {
+            apply(&self.svc, &self.state, pool, registered).await;
+        }
+    }
+}
+
+/// Parses, validates and starts the agent of `body`, and waits for its first card fetch: the
+/// agent, ready for traffic, or why not (422).
+async fn build(
+    svc: &A2aService,
+    state: &AdminState,
+    body: &[u8],
+    name: Option<&str>,
+) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+    {
+        let unprocessable = |m: String| error(StatusCode::UNPROCESSABLE_ENTITY, m);
+        let mut raw: Value = serde_json::from_slice(body).map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {e}"),
+            )
+        })?;
+        if let (Some(name), Some(obj)) = (name, raw.as_object_mut()) {
+            match obj.get("name") {
+                None => {
+                    obj.insert("name".into(), Value::String(name.to_owned()));
+                }
+                Some(Value::String(n)) if n == name => {}
+                Some(_) => {
+                    return Err(unprocessable(format!(
+                        "the entry's name must be the path's ({name:?})"
+                    )));
+                }
+            }
+        }
+        let mut config: AgentConfig = serde_json::from_value(raw.clone())
+            .map_err(|e| unprocessable(format!("not an [[agents]] entry: {e}")))?;
+        config
+            .validate(&AgentRegistry::BUILTIN)
+            .map_err(unprocessable)?;
+        let http = match &config.tls {
+            Some(tls) => {
+                config.client_tls = tls.load(&config.name).map_err(unprocessable)?;
+                let builder = reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(5))
+                    .pool_idle_timeout(Duration::from_secs(60));
+                config
+                    .client_tls
+                    .configure(builder)
+                    .map_err(|e| unprocessable(format!("agents.{}: {e}", config.name)))?
+                    .build()
+                    .map_err(|e| unprocessable(format!("agents.{}: {e}", config.name)))?
+            }
+            None => state.http.clone(),
+        };
+        let agent = UpstreamAgent::new(config.clone(), http, svc.agent_registry().change_sender())
+            .map_err(unprocessable)?;
+        let stop = svc.shutdown_token().child_token();
+        agent.start(stop.clone());
+        agent.wait_checked(FIRST_FETCH).await;
+        let ready = crate::agents::Agent::upstream_card(&*agent).is_some()
+            && crate::agents::Agent::status(&*agent).is_none_or(|s| s.healthy);
+        if !ready {
+            stop.cancel();
+            return Err(unprocessable(format!(
+                "agents.{}: the agent's card could not be fetched or verified within {} s \
+                 (the gateway's log says why); nothing was changed",
+                config.name,
+                FIRST_FETCH.as_secs()
+            )));
+        }
+        Ok((config, redact(raw), agent, stop))
+    }
+}
+
+/// The strong ETag of an entry: the SHA-256 of its JSON as given.
+fn etag_of(body: &Value) -> String {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    format!("\"{}\"", hex(&Sha256::digest(&bytes)))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// The entry with its credential values replaced (never shown back).
+fn redact(mut entry: Value) -> Value {
+    if let Some(Value::Object(creds)) = entry.get_mut("credentials") {
+        for v in creds.values_mut() {
+            *v = Value::String("<redacted>".into());
+        }
+    }
+    entry
+}
+
+/// Whether `If-Match` (if any) lets a change to the entry tagged `current` go ahead.
+fn if_match(headers: &HeaderMap, current: &str) -> bool {
+    let Some(v) = headers.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    v.split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t == current)
+}
+
+fn with_etag(mut response: Response, etag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        response.headers_mut().insert(header::ETAG, v);
+    }
+    response
+}
+
+fn shown(entry: &Registered) -> Value {
+    let mut v = entry.shown.clone();
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("source".into(), "api".into());
+        obj.insert("read_only".into(), false.into());
+        obj.insert("etag".into(), entry.etag.clone().into());
+    }
+    v
+}
+
+fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
+    tracing::info!(
+        target: "a2a_gateway::audit",
+        who = %format!("token:{who}"),
+        action,
+        agent = name,
+        etag = etag.unwrap_or(""),
+        "admin change"
+    );
+}
+
+async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    if let Err(r) = admin.authenticate(&headers) {
+        return r;
+    }
+    let registered = admin.state.registered.lock().await;
+    let mut agents: Vec<Value> = Vec::new();
+    for agent in admin.registry().iter() {
+        let name = agent.name();
+        if let Some(entry) = registered.get(name) {
+            agents.push(shown(entry));
+        } else if let Some(source) = admin.fixed_source(name) {
+            agents.push(json!({"name": name, "source": source, "read_only": true}));
+        }
+    }
+    axum::Json(json!({ "agents": agents })).into_response()
+}
+
+async fn read(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = admin.authenticate(&headers) {
+        return r;
+    }
+    let registered = admin.state.registered.lock().await;
+    if let Some(entry) = registered.get(&name) {
+        return with_etag(axum::Json(shown(entry)).into_response(), &entry.etag);
+    }
+    match admin.fixed_source(&name) {
+        Some(source) => {
+            axum::Json(json!({"name": name, "source": source, "read_only": true})).into_response()
+        }
+        None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+    }
+}
+
+async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
+    // The name first, without building anything.
+    let name = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|v| v.get("name").and_then(Value::as_str).map(str::to_owned));
+    if let Some(name) = &name
+        && (registered.contains_key(name)
+            || admin.fixed_source(name).is_some()
+            || admin.registry().get(name).is_some())
+    {
+        return error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} exists: PUT /admin/v1/agents/{name} replaces it"),
+        );
+    }
+    if registered.len() >= MAX_AGENTS {
+        return error(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("at most {MAX_AGENTS} agents are registered through the admin API"),
+        );
+    }
+    let (config, shown_entry, agent, stop) = match admin.build(&body, None).await {
+        Ok(built) => built,
+        Err(r) => return r,
+    };
+    let raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    let etag = etag_of(&raw);
+    if let Some(pool) = admin.state.pool.get() {
+        let entry = raw.to_string();
+        let change = Change::Create {
+            name: &config.name,
+            entry: &entry,
+            etag: &etag,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &config.name) {
+            stop.cancel();
+            return if refused.status() == StatusCode::PRECONDITION_FAILED {
+                error(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "agent {:?} was created on another replica meanwhile",
+                        config.name
+                    ),
+                )
+            } else {
+                refused
+            };
+        }
+    }
+    admin.registry().insert(agent);
+    let entry = Registered {
+        shown: shown_entry,
+        etag: etag.clone(),
+        stop,
+    };
+    let answer = shown(&entry);
+    registered.insert(config.name.clone(), entry);
+    audit(&who, "create", &config.name, Some(&etag));
+    let mut response = with_etag(
+        (StatusCode::CREATED, axum::Json(answer)).into_response(),
+        &etag,
+    );
+    if let Ok(v) = HeaderValue::from_str(&format!("{AGENTS_PATH}/{}", config.name)) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
+}
+
+async fn replace(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
+    let Some(current) = registered.get(&name) else {
+        return match admin.fixed_source(&name) {
+            Some(source) => read_only(&name, source),
+            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+        };
+    };
+    if !if_match(&headers, &current.etag) {
+        return precondition_failed(&name, &current.etag);
+    }
+    let expect = current.etag.clone();
+    let (config, shown_entry, agent, stop) = match admin.build(&body, Some(&name)).await {
+        Ok(built) => built,
+        Err(r) => return r,
+    };
+    let mut raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
+    if let Some(obj) = raw.as_object_mut() {
+        obj.entry("name")
+            .or_insert_with(|| Value::String(name.clone()));
+    }
+    let etag = etag_of(&raw);
+    if let Some(pool) = admin.state.pool.get() {
+        let entry = raw.to_string();
+        let change = Change::Replace {
+            name: &name,
+            entry: &entry,
+            etag: &etag,
+            expect: &expect,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
+            stop.cancel();
+            return refused;
+        }
+    }
+    admin.registry().insert(agent);
+    let entry = Registered {
+        shown: shown_entry,
+        etag: etag.clone(),
+        stop,
+    };
+    let answer = shown(&entry);
+    if let Some(old) = registered.insert(config.name.clone(), entry) {
+        old.stop.cancel();
+    }
+    audit(&who, "replace", &name, Some(&etag));
+    with_etag(axum::Json(answer).into_response(), &etag)
+}
+
+async fn remove(
+    State(admin): State<Arc<Admin>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let who = match admin.authenticate(&headers) {
+        Ok(w) => w,
+        Err(r) => return r,
+    };
+    let mut registered = admin.state.registered.lock().await;
+    admin.refresh(&mut registered).await;
+    let Some(current) = registered.get(&name) else {
+        return match admin.fixed_source(&name) {
+            Some(source) => read_only(&name, source),
+            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+        };
+    };
+    if !if_match(&headers, &current.etag) {
+        return precondition_failed(&name, &current.etag);
+    }
+    if admin.registry().default_name() == name {
+        return error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} is the default agent (default_agent)"),
+        );
+    }
+    if let Some(pool) = admin.state.pool.get() {
+        let change = Change::Delete {
+            name: &name,
+            expect: &current.etag,
+        };
+        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
+            return refused;
+        }
+    }
+    admin.registry().remove(&name);
+    if let Some(old) = registered.remove(&name) {
+        old.stop.cancel();
+    }
+    audit(&who, "delete", &name, None);
+    StatusCode::NO_CONTENT.into_response()
+}
+
+fn read_only(name: &str, source: &str) -> Response {
+    error(
+        StatusCode::CONFLICT,
+        format!(
+            "agent {name:?} comes from the {} and is read-only here",
+            if source == "file" {
+                "configuration file ([[agents]])"
+            } else {
+                "built-in agents"
+            }
+        ),
+    )
+}
+
+fn precondition_failed(name: &str, etag: &str) -> Response {
+    with_etag(
+        error(
+            StatusCode::PRECONDITION_FAILED,
+            format!("agent {name:?} changed since that ETag (now {etag}): read it again"),
+        ),
+        etag,
+    )
+}
+
+/// `a2a-gateway agents list | get <name> | add <json entry> | replace <name> <json entry>
+/// [--if-match <etag>] | remove <name> [--if-match <etag>]`: the admin API from the command
+/// line, toward the admin listener at `admin` with the bearer `token`. Returns what to print
+/// (the API's JSON answer), or the error (the API's message).
+pub async fn cli(admin: &str, token: &str, args: &[String]) -> Result<String, String> {
+    let usage = || {
+        "usage: a2a-gateway agents list | get <name> | add '<json entry>' | \
+         replace <name> '<json entry>' [--if-match <etag>] | remove <name> [--if-match <etag>]"
+            .to_owned()
+    };
+    let base = format!("http://{admin}{AGENTS_PATH}");
+    let (mut args, if_match) = match args.iter().position(|a| a == "--if-match") {
+        Some(i) => {
+            let etag = args.get(i + 1).ok_or_else(usage)?.clone();
+            let mut rest = args.to_vec();
+            rest.drain(i..i + 2);
+            (rest, Some(etag))
+        }
+        None => (args.to_vec(), None),
+    };
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let body = |raw: &str| -> Result<Value, String> {
+        serde_json::from_str(raw).map_err(|e| format!("the entry is not JSON: {e}"))
+    };
+    let path = |name: &str| format!("{base}/{}", urlencode(name));
+    let request = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["list"] => http.get(&base),
+        ["get", name] => http.get(path(name)),
+        ["add", entry] => http.post(&base).json(&body(entry)?),
+        ["replace", name, entry] => http.put(path(name)).json(&body(entry)?),
+        ["remove", name] => http.delete(path(name)),
+        _ => return Err(usage()),
+    };
+    args.clear();
+    let mut request = request.bearer_auth(token);
+    if let Some(etag) = if_match {
+        request = request.header(header::IF_MATCH, etag);
+    }
+    let resp = request
+        .send()
+        .await
+        .map_err(|e| format!("the admin API at {admin}: {e}"))?;
+    let status = resp.status();
+    let etag = resp
+        .headers()
+        .get(header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = resp.text().await.unwrap_or_default();
+    if status.is_success() {
+        Ok(match (status, etag) {
+            (StatusCode::NO_CONTENT, _) => "removed".to_owned(),
+            (_, Some(etag)) => format!("{text}\nETag: {etag}"),
+            _ => text,
+        })
+    } else {
+        let message = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or(text);
+        Err(format!("{status}: {message}"))
+    }
+}
+
+/// An agent name in a URL path (names are ASCII letters, digits, `-`, `_`, `.`; anything else
+/// is percent-encoded, so a bad name reaches the API and is refused there).
+fn urlencode(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -1,0 +1,456 @@
+//! The admin API for upstream agents (`/admin/v1/agents` on the admin listener): authz (401
+//! without the token, 404 without any configured), create → routed to → replaced under
+//! `If-Match` → deleted, file agents read-only, a card that cannot be fetched refused.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::harness::TestGateway;
+use crate::upstream::{agent, script, upstream};
+
+const TOKEN: &str = "s3cret-admin-token";
+
+fn sha256_hex(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+async fn admin_gateway(toml: &str) -> TestGateway {
+    TestGateway::with_env(
+        toml,
+        &[
+            ("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned()),
+            (
+                "A2A_ADMIN_TOKEN_SHA256",
+                format!("{},{}", "0".repeat(64), sha256_hex(TOKEN)),
+            ),
+        ],
+    )
+    .await
+}
+
+fn admin_url(gw: &TestGateway, path: &str) -> String {
+    format!("http://{}{path}", gw.admin.unwrap())
+}
+
+async fn call(
+    gw: &TestGateway,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> (StatusCode, String, Value) {
+    let mut req = gw.client.request(method, admin_url(gw, path));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    let etag = resp
+        .headers()
+        .get("etag")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let body = serde_json::from_slice(&resp.bytes().await.unwrap()).unwrap_or(Value::Null);
+    (status, etag, body)
+}
+
+use reqwest::Method;
+
+#[tokio::test]
+async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
+    let up = upstream("").await;
+    let other = upstream("").await;
+    let fixed = upstream("").await;
+    let gw = admin_gateway(&agent("fixed", &fixed.url(""), "")).await;
+
+    // Unauthenticated or a wrong token: 401 with a Bearer challenge.
+    for token in [None, Some("wrong")] {
+        let (status, _, body) = call(&gw, Method::GET, "/admin/v1/agents", token, &[], None).await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // The public listener has no admin API.
+    let public = gw
+        .client
+        .get(gw.url("/admin/v1/agents"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(public.status(), 200);
+
+    // Not routable before it is registered.
+    let before = gw
+        .rpc(
+            "SendMessage",
+            script("billing", json!({"reply": "x"}), json!({})),
+        )
+        .await;
+    assert!(before.get("error").is_some(), "{before}");
+
+    // Create: 201, an ETag, the card fetched, then routed to.
+    let (status, etag, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    assert!(etag.starts_with('"'), "{etag}");
+    assert_eq!(body["source"], "api");
+    let sent = gw
+        .ok(
+            "SendMessage",
+            script("billing", json!({"chunks": 1}), json!({})),
+        )
+        .await;
+    assert!(sent.get("task").is_some(), "{sent}");
+    let before_up = up.task_count().await;
+    assert!(before_up >= 1, "the registered upstream ran the turn");
+    // Listed in the AI Catalog and the admin list (the file agent read-only).
+    let catalog: Value = gw
+        .client
+        .get(gw.url("/.well-known/ai-catalog.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        catalog
+            .to_string()
+            .contains("/agents/billing/.well-known/agent-card.json"),
+        "{catalog}"
+    );
+    let (_, _, list) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    let names: Vec<(&str, &str)> = list["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["name"].as_str().unwrap(), a["source"].as_str().unwrap()))
+        .collect();
+    assert!(names.contains(&("fixed", "file")), "{list}");
+    assert!(names.contains(&("billing", "api")), "{list}");
+
+    // Creating it again: 409. A file agent cannot be changed: 409.
+    let (status, _, _) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url("")})),
+    )
+    .await;
+    assert_eq!(status, 409);
+    for method in [Method::PUT, Method::DELETE] {
+        let (status, _, body) = call(
+            &gw,
+            method,
+            "/admin/v1/agents/fixed",
+            Some(TOKEN),
+            &[],
+            Some(json!({"card_url": up.url("")})),
+        )
+        .await;
+        assert_eq!(status, 409, "{body}");
+    }
+    // Invalid entries: 422 with the [[agents]] validation's message.
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "bad name", "card_url": up.url("")})),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    // A card nobody serves: refused, nothing registered.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    drop(silent);
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "ghost", "card_url": silent_url})),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    let (status, _, _) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents/ghost",
+        Some(TOKEN),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Replace with a stale ETag: 412; with the current one: moved to the other upstream.
+    let replacement = json!({"card_url": other.url(""), "health_interval_secs": 1});
+    let (status, _, _) = call(
+        &gw,
+        Method::PUT,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", "\"stale\"")],
+        Some(replacement.clone()),
+    )
+    .await;
+    assert_eq!(status, 412);
+    let (status, new_etag, body) = call(
+        &gw,
+        Method::PUT,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", &etag)],
+        Some(replacement),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_ne!(new_etag, etag);
+    let before_other = other.task_count().await;
+    gw.ok(
+        "SendMessage",
+        script("billing", json!({"chunks": 1}), json!({})),
+    )
+    .await;
+    assert_eq!(
+        other.task_count().await,
+        before_other + 1,
+        "routed to the new upstream"
+    );
+    assert_eq!(up.task_count().await, before_up, "not to the old one");
+
+    // Delete with the old ETag: 412; with the new one: 204, and no longer routed to.
+    let (status, _, _) = call(
+        &gw,
+        Method::DELETE,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", &etag)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 412);
+    let (status, _, _) = call(
+        &gw,
+        Method::DELETE,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", &new_etag)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let after = gw
+        .rpc(
+            "SendMessage",
+            script("billing", json!({"reply": "x"}), json!({})),
+        )
+        .await;
+    assert!(after.get("error").is_some(), "{after}");
+    assert_eq!(other.task_count().await, before_other + 1);
+    let (status, _, _) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn without_an_admin_token_the_admin_api_does_not_exist() {
+    let gw = TestGateway::with_admin("").await;
+    let (status, _, _) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    assert_eq!(status, 404);
+    // The rest of the admin listener still answers.
+    let metrics = gw
+        .client
+        .get(admin_url(&gw, "/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(metrics.status(), 200);
+}
+
+#[tokio::test]
+async fn the_agents_command_drives_the_admin_api() {
+    let up = upstream("").await;
+    let gw = admin_gateway("").await;
+    let admin = gw.admin.unwrap().to_string();
+    let cli = |args: &[&str]| {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let admin = admin.clone();
+        async move { a2a_gateway::admin::cli(&admin, TOKEN, &args).await }
+    };
+    let entry = json!({"name": "billing", "card_url": up.url("")}).to_string();
+    let out = cli(&["add", &entry]).await.unwrap();
+    assert!(out.contains("\"source\":\"api\""), "{out}");
+    let etag = out.rsplit("ETag: ").next().unwrap().trim().to_owned();
+    let out = cli(&["list"]).await.unwrap();
+    assert!(out.contains("billing"), "{out}");
+    let err = cli(&["remove", "billing", "--if-match", "\"stale\""])
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("412"), "{err}");
+    assert_eq!(
+        cli(&["remove", "billing", "--if-match", &etag])
+            .await
+            .unwrap(),
+        "removed"
+    );
+    let err = cli(&["get", "billing"]).await.unwrap_err();
+    assert!(err.starts_with("404"), "{err}");
+    // A wrong token is refused.
+    let args = vec!["list".to_owned()];
+    let err = a2a_gateway::admin::cli(&admin, "wrong", &args)
+        .await
+        .unwrap_err();
+    assert!(err.starts_with("401"), "{err}");
+    assert!(cli(&["frobnicate"]).await.unwrap_err().starts_with("usage"));
+}
+
+/// Two replicas on one PostgreSQL and Redis: an agent registered on A is routed to through B
+/// within 2 s, a removal on B is seen by A, and concurrent updates are ordered by `If-Match`.
+#[tokio::test]
+async fn replicas_share_the_api_agents_through_postgres() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let redis = a2a_testing::TestRedis::create().await;
+    let up = upstream("").await;
+    let env = [
+        ("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned()),
+        ("A2A_ADMIN_TOKEN_SHA256", sha256_hex(TOKEN)),
+    ];
+    let a = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
+    let b = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
+
+    let (status, etag, body) = call(
+        &a,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let registered = std::time::Instant::now();
+    // Routed through B within 2 s of the registration on A.
+    loop {
+        let resp = b
+            .rpc(
+                "SendMessage",
+                script("billing", json!({"chunks": 1}), json!({})),
+            )
+            .await;
+        if resp.get("result").is_some() {
+            break;
+        }
+        assert!(
+            registered.elapsed() < Duration::from_secs(2),
+            "not routed on B within 2 s: {resp}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // B sees the same entry and ETag.
+    let (status, b_etag, _) = call(
+        &b,
+        Method::GET,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(b_etag, etag);
+
+    // Concurrent updates with the same If-Match: one wins, the other gets 412.
+    let update = |gw: &'static str| json!({"card_url": up.url(""), "health_interval_secs": 1, "weight": if gw == "a" { 2.0 } else { 3.0 }});
+    let if_match = [("if-match", etag.as_str())];
+    let (ra, rb) = tokio::join!(
+        call(
+            &a,
+            Method::PUT,
+            "/admin/v1/agents/billing",
+            Some(TOKEN),
+            &if_match,
+            Some(update("a"))
+        ),
+        call(
+            &b,
+            Method::PUT,
+            "/admin/v1/agents/billing",
+            Some(TOKEN),
+            &if_match,
+            Some(update("b"))
+        ),
+    );
+    let mut statuses = [ra.0.as_u16(), rb.0.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 412], "{ra:?} {rb:?}");
+    let winner = if ra.0 == 200 { ra.1 } else { rb.1 };
+
+    // Removed on B: refused on A within 2 s.
+    let (status, _, body) = call(
+        &b,
+        Method::DELETE,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[("if-match", &winner)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 204, "{body}");
+    let removed = std::time::Instant::now();
+    loop {
+        let resp = a
+            .rpc(
+                "SendMessage",
+                script("billing", json!({"chunks": 1}), json!({})),
+            )
+            .await;
+        if resp.get("error").is_some() {
+            break;
+        }
+        assert!(
+            removed.elapsed() < Duration::from_secs(2),
+            "still routed on A 2 s after the removal: {resp}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Each change is in the audit table.
+    let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
+    let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM admin_audit ORDER BY id")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(actions, ["create", "replace", "delete"]);
+}
