@@ -428,6 +428,26 @@ impl Admin {
     }
 
     /// Where an agent that is not the API's comes from: `file` (`[[agents]]`) or `builtin`.
+    /// The current ETag of an API-registered agent that a PUT or DELETE may change: 404 when
+    /// unknown, 409 for a file or built-in agent, 412 when `If-Match` names another version.
+    fn changeable(
+        &self,
+        registered: &BTreeMap<String, Registered>,
+        name: &str,
+        headers: &HeaderMap,
+    ) -> Result<String, Response> {
+        let Some(current) = registered.get(name) else {
+            return Err(match self.fixed_source(name) {
+                Some(source) => read_only(name, source),
+                None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
+            });
+        };
+        if !if_match(headers, &current.etag) {
+            return Err(precondition_failed(name, &current.etag));
+        }
+        Ok(current.etag.clone())
+    }
+
     fn fixed_source(&self, name: &str) -> Option<&'static str> {
         if self.svc.file_config().agents.iter().any(|a| a.name == name) {
             Some("file")
@@ -708,16 +728,10 @@ async fn replace(
     };
     let mut registered = admin.state.registered.lock().await;
     admin.refresh(&mut registered).await;
-    let Some(current) = registered.get(&name) else {
-        return match admin.fixed_source(&name) {
-            Some(source) => read_only(&name, source),
-            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
-        };
+    let expect = match admin.changeable(&registered, &name, &headers) {
+        Ok(etag) => etag,
+        Err(r) => return r,
     };
-    if !if_match(&headers, &current.etag) {
-        return precondition_failed(&name, &current.etag);
-    }
-    let expect = current.etag.clone();
     let (config, shown_entry, agent, stop) = match admin.build(&body, Some(&name)).await {
         Ok(built) => built,
         Err(r) => return r,
@@ -766,15 +780,10 @@ async fn remove(
     };
     let mut registered = admin.state.registered.lock().await;
     admin.refresh(&mut registered).await;
-    let Some(current) = registered.get(&name) else {
-        return match admin.fixed_source(&name) {
-            Some(source) => read_only(&name, source),
-            None => error(StatusCode::NOT_FOUND, format!("no agent {name:?}")),
-        };
+    let expect = match admin.changeable(&registered, &name, &headers) {
+        Ok(etag) => etag,
+        Err(r) => return r,
     };
-    if !if_match(&headers, &current.etag) {
-        return precondition_failed(&name, &current.etag);
-    }
     if admin.registry().default_name() == name {
         return error(
             StatusCode::CONFLICT,
@@ -784,7 +793,7 @@ async fn remove(
     if let Some(pool) = admin.state.pool.get() {
         let change = Change::Delete {
             name: &name,
-            expect: &current.etag,
+            expect: &expect,
         };
         if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
             return refused;
