@@ -6,18 +6,23 @@
 //!
 //! It shares the gateway's two cores, so it does as little as a receiver can: it walks the
 //! request's protobuf wire format to count the spans (no message is decoded, nothing allocated
-//! per span) and answers trailers-only `grpc-status: 0`. Decoding every request into the
+//! per span) and answers an empty `ExportTraceServiceResponse` with `grpc-status` in trailers
+//! (a unary call must answer a message: tonic's client reports a trailers-only success as
+//! `Internal` "missing response message"). Decoding every request into the
 //! `opentelemetry-proto` structs, as a tonic service would, took CPU from the gateway it measures.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
+use axum::response::Response;
+use http_body::Frame;
+use http_body_util::StreamBody;
 
 const EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
@@ -58,22 +63,27 @@ async fn export(State(count): State<Arc<AtomicU64>>, body: Bytes) -> Response {
         }
         None => ("3", "not%20an%20ExportTraceServiceRequest"),
     };
-    let mut answer = StatusCode::OK.into_response();
-    let headers = answer.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/grpc"),
-    );
-    headers.insert(
+    // The empty response message (uncompressed flag, length 0), then the status as trailers.
+    let mut trailers = HeaderMap::new();
+    trailers.insert(
         HeaderName::from_static("grpc-status"),
         HeaderValue::from_static(status),
     );
     if !message.is_empty() {
-        headers.insert(
+        trailers.insert(
             HeaderName::from_static("grpc-message"),
             HeaderValue::from_static(message),
         );
     }
+    let frames = [
+        Ok::<_, Infallible>(Frame::data(Bytes::from_static(&[0, 0, 0, 0, 0]))),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let mut answer = Response::new(Body::new(StreamBody::new(futures::stream::iter(frames))));
+    answer.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
     answer
 }
 
@@ -186,6 +196,48 @@ mod tests {
             }],
             ..Span::default()
         }
+    }
+
+    /// tonic's own client (as `opentelemetry-otlp` uses it) sees a success: the sink answers a
+    /// response message and the status in trailers, and counts the spans.
+    #[tokio::test]
+    async fn a_tonic_export_succeeds_and_is_counted() {
+        use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let dir = std::env::temp_dir().join(format!("otlp-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("spans");
+        let (a, f) = (addr.to_string(), file.to_string_lossy().into_owned());
+        tokio::spawn(async move { run(&a, &f).await });
+        let url = format!("http://{addr}");
+        let mut client = loop {
+            if let Ok(c) = TraceServiceClient::connect(url.clone()).await {
+                break c;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let request = ExportTraceServiceRequest {
+            resource_spans: vec![ResourceSpans {
+                scope_spans: vec![ScopeSpans {
+                    spans: vec![span("a"), span("b")],
+                    ..ScopeSpans::default()
+                }],
+                ..ResourceSpans::default()
+            }],
+        };
+        client.export(request).await.expect("the export succeeds");
+        let mut counted = String::new();
+        for _ in 0..50 {
+            counted = std::fs::read_to_string(&file).unwrap_or_default();
+            if counted == "2" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(counted, "2");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

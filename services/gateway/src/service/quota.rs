@@ -194,6 +194,24 @@ impl Quotas {
         Ok(())
     }
 
+    /// A task of `owner` that [`Quotas::check_stored`] counted as open is no longer (its turn
+    /// ended it, or never created it): the remembered figure goes down with it. Without this,
+    /// every message an owner sends within [`USAGE_FRESH`] would count as one more open task
+    /// until the next store read, so an owner sending more than half of `open_tasks_per_owner`
+    /// a second (a load test does thousands) would pay a store read per message though it
+    /// holds hardly any open task. Another replica's ends are seen at the next read.
+    pub(crate) fn task_closed(&self, owner: &str) {
+        if self.config.open_tasks_per_owner == 0 {
+            return;
+        }
+        if let Some(mut seen) = self.usage.get(owner)
+            && seen.usage.open_tasks > 0
+        {
+            seen.usage.open_tasks -= 1;
+            self.usage.insert(owner.to_owned(), seen);
+        }
+    }
+
     fn remember(&self, owner: &str, at: Instant, usage: OwnerUsage) {
         self.usage.insert(owner.to_owned(), Seen { at, usage });
         metrics::gauge!("a2a_quota_usage_cache_entries").set(self.usage.len() as f64);
@@ -318,6 +336,36 @@ mod tests {
         let _b = q.force(Quota::Streams, "alice");
         assert!(q.acquire(Quota::Streams, "alice").is_err());
         assert_eq!(q.held(Quota::Streams, "alice"), 2);
+    }
+
+    /// An owner sending far more than half its open-task limit a second, each task ending
+    /// before the next send (a load test of echo), is answered from the remembered figure: no
+    /// store read after the first within [`USAGE_FRESH`] (the figure's time stays the first
+    /// read's). Without `task_closed` the figure would pass half the limit after 4 sends.
+    #[tokio::test]
+    async fn ended_tasks_leave_the_remembered_figure() {
+        let q = Quotas::new(QuotaConfig {
+            open_tasks_per_owner: 8,
+            ..QuotaConfig::default()
+        });
+        let store = a2a_store::memory::MemoryTaskStore::new();
+        q.check_stored(&store, "alice", true, 10).await.unwrap();
+        let first = q.usage.get("alice").unwrap();
+        assert_eq!(first.usage.open_tasks, 1);
+        q.task_closed("alice");
+        for _ in 0..100 {
+            q.check_stored(&store, "alice", true, 10).await.unwrap();
+            q.task_closed("alice");
+        }
+        let seen = q.usage.get("alice").unwrap();
+        assert_eq!(seen.at, first.at, "no store read within the fresh window");
+        assert_eq!(seen.usage.open_tasks, 0);
+        assert_eq!(seen.usage.bytes, 101 * 10);
+        // Tasks that stay open do count: past half the limit, the store is asked.
+        for _ in 0..4 {
+            q.check_stored(&store, "alice", true, 10).await.unwrap();
+        }
+        assert_ne!(q.usage.get("alice").unwrap().at, first.at);
     }
 
     /// Many threads taking and giving back: the count never passes the limit and ends at 0.

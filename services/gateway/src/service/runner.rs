@@ -946,6 +946,21 @@ struct Runner<'a> {
     fenced: bool,
 }
 
+/// However the runner ends: the owner's remembered open-task figure drops the task it counted
+/// when the turn left it terminal as stored, or (a new task) never stored it
+/// ([`super::quota::Quotas::task_closed`]).
+impl Drop for Runner<'_> {
+    fn drop(&mut self) {
+        let closed = match &self.current {
+            Some(current) => is_terminal(current.state),
+            None => self.turn.continues.is_none(),
+        };
+        if closed {
+            self.svc.inner.quotas.task_closed(&self.turn.owner);
+        }
+    }
+}
+
 /// What a runner keeps of its task's last snapshot.
 #[derive(Debug, Clone, Copy)]
 struct Current {
