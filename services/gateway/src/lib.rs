@@ -20,5 +20,7 @@ pub mod panics;
 pub mod retention;
 pub mod service;
 pub mod signing;
+#[cfg(test)]
+mod tidy;
 pub mod tls;
 pub mod upstream;

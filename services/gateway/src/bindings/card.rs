@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use crate::service::{A2aService, CardDocument, Dialects};
 
-pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
+pub use a2a_types::WELL_KNOWN_AGENT_CARD_PATH as WELL_KNOWN_PATH;
 /// Where A2A 0.2.x clients look for the card: the 0.3 (combined) card is served there.
 pub const LEGACY_WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
 
