@@ -20,10 +20,6 @@ const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
     ("service", "config"),
     // The service holds the admin API's state: the application context should.
     ("service", "admin"),
-    // The scrape handler reads the service: the `/metrics` handler belongs to `app`.
-    ("metrics", "service"),
-    // The upstream client sends the bindings' hop-count header: the constant below both.
-    ("upstream", "bindings"),
     // The panic layer answers in each binding's error shape, and the service calls its test hook.
     ("panics", "bindings"),
 ];

@@ -357,7 +357,7 @@ impl UpstreamClient {
 fn send_headers<'a>(key: Option<&'a str>, hops: &'a str) -> Vec<(&'static str, &'a str)> {
     key.map(|k| ("idempotency-key", k))
         .into_iter()
-        .chain([(crate::bindings::HOP_COUNT_HEADER, hops)])
+        .chain([(crate::service::HOP_COUNT_HEADER, hops)])
         .collect()
 }
 
