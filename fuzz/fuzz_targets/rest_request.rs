@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(route) = rest::resolve(&method, "/a2a/rest", path) {
         // A matched route names an operation the verb is allowed for.
-        assert!(!route.op.method().is_empty());
+        assert!(!route.op.method().as_str().is_empty());
     }
     let _ = rest::query::<GetTaskRequest>(query, rest::GET_TASK);
     let _ = rest::query::<ListTasksRequest>(query, rest::LIST_TASKS);

@@ -7,7 +7,7 @@ use crate::http::{decode_json, read_body, send};
 use crate::{Binding, BindingKind, Limits};
 
 /// The well-known path of the public agent card.
-pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
+pub use a2a_types::WELL_KNOWN_AGENT_CARD_PATH as WELL_KNOWN_PATH;
 
 /// How [`A2aClient::from_card_url`](crate::A2aClient::from_card_url) chooses an interface.
 #[derive(Debug, Clone, Default)]

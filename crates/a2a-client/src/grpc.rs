@@ -5,6 +5,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use a2a_types::Method as A2aMethod;
 use a2a_types::v1::a2a_service_client::A2aServiceClient;
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
@@ -122,7 +123,7 @@ impl GrpcTransport {
             .send_message(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "SendMessage"))
+            .map_err(|s| status_error(s, A2aMethod::SendMessage.as_str()))
     }
 
     pub async fn send_streaming_message(
@@ -132,7 +133,7 @@ impl GrpcTransport {
     ) -> Result<EventStream, ClientError> {
         let req = Self::request(common, common.apply_tenant(req))?;
         let result = self.client(common).send_streaming_message(req).await;
-        Self::events(result, "SendStreamingMessage")
+        Self::events(result, A2aMethod::SendStreamingMessage.as_str())
     }
 
     pub async fn get_task(
@@ -145,7 +146,7 @@ impl GrpcTransport {
             .get_task(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "GetTask"))
+            .map_err(|s| status_error(s, A2aMethod::GetTask.as_str()))
     }
 
     pub async fn list_tasks(
@@ -158,7 +159,7 @@ impl GrpcTransport {
             .list_tasks(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "ListTasks"))
+            .map_err(|s| status_error(s, A2aMethod::ListTasks.as_str()))
     }
 
     pub async fn cancel_task(
@@ -171,7 +172,7 @@ impl GrpcTransport {
             .cancel_task(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "CancelTask"))
+            .map_err(|s| status_error(s, A2aMethod::CancelTask.as_str()))
     }
 
     pub async fn subscribe_to_task(
@@ -181,7 +182,7 @@ impl GrpcTransport {
     ) -> Result<EventStream, ClientError> {
         let req = Self::request(common, common.apply_tenant(req))?;
         let result = self.client(common).subscribe_to_task(req).await;
-        Self::events(result, "SubscribeToTask")
+        Self::events(result, A2aMethod::SubscribeToTask.as_str())
     }
 
     pub async fn create_push_config(
@@ -194,7 +195,7 @@ impl GrpcTransport {
             .create_task_push_notification_config(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "CreateTaskPushNotificationConfig"))
+            .map_err(|s| status_error(s, A2aMethod::CreateTaskPushNotificationConfig.as_str()))
     }
 
     pub async fn get_push_config(
@@ -207,7 +208,7 @@ impl GrpcTransport {
             .get_task_push_notification_config(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "GetTaskPushNotificationConfig"))
+            .map_err(|s| status_error(s, A2aMethod::GetTaskPushNotificationConfig.as_str()))
     }
 
     pub async fn list_push_configs(
@@ -220,7 +221,7 @@ impl GrpcTransport {
             .list_task_push_notification_configs(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "ListTaskPushNotificationConfigs"))
+            .map_err(|s| status_error(s, A2aMethod::ListTaskPushNotificationConfigs.as_str()))
     }
 
     pub async fn delete_push_config(
@@ -233,7 +234,7 @@ impl GrpcTransport {
             .delete_task_push_notification_config(req)
             .await
             .map(drop)
-            .map_err(|s| status_error(s, "DeleteTaskPushNotificationConfig"))
+            .map_err(|s| status_error(s, A2aMethod::DeleteTaskPushNotificationConfig.as_str()))
     }
 
     pub async fn get_extended_agent_card(
@@ -246,7 +247,7 @@ impl GrpcTransport {
             .get_extended_agent_card(req)
             .await
             .map(tonic::Response::into_inner)
-            .map_err(|s| status_error(s, "GetExtendedAgentCard"))
+            .map_err(|s| status_error(s, A2aMethod::GetExtendedAgentCard.as_str()))
     }
 }
 

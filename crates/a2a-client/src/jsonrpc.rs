@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use a2a_types::Method as A2aMethod;
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -164,8 +165,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, ClientError> {
-        self.call(common, "SendMessage", &common.apply_tenant(req))
-            .await
+        self.call(
+            common,
+            A2aMethod::SendMessage.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn send_streaming_message(
@@ -173,8 +178,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: SendMessageRequest,
     ) -> Result<EventStream, ClientError> {
-        self.stream(common, "SendStreamingMessage", &common.apply_tenant(req))
-            .await
+        self.stream(
+            common,
+            A2aMethod::SendStreamingMessage.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn get_task(
@@ -182,8 +191,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: GetTaskRequest,
     ) -> Result<Task, ClientError> {
-        self.call(common, "GetTask", &common.apply_tenant(req))
-            .await
+        self.call(
+            common,
+            A2aMethod::GetTask.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn list_tasks(
@@ -191,8 +204,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: ListTasksRequest,
     ) -> Result<ListTasksResponse, ClientError> {
-        self.call(common, "ListTasks", &common.apply_tenant(req))
-            .await
+        self.call(
+            common,
+            A2aMethod::ListTasks.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn cancel_task(
@@ -200,8 +217,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: CancelTaskRequest,
     ) -> Result<Task, ClientError> {
-        self.call(common, "CancelTask", &common.apply_tenant(req))
-            .await
+        self.call(
+            common,
+            A2aMethod::CancelTask.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn subscribe_to_task(
@@ -209,8 +230,12 @@ impl JsonRpcTransport {
         common: &Common,
         req: SubscribeToTaskRequest,
     ) -> Result<EventStream, ClientError> {
-        self.stream(common, "SubscribeToTask", &common.apply_tenant(req))
-            .await
+        self.stream(
+            common,
+            A2aMethod::SubscribeToTask.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 
     pub async fn create_push_config(
@@ -220,7 +245,7 @@ impl JsonRpcTransport {
     ) -> Result<TaskPushNotificationConfig, ClientError> {
         self.call(
             common,
-            "CreateTaskPushNotificationConfig",
+            A2aMethod::CreateTaskPushNotificationConfig.as_str(),
             &common.apply_tenant(req),
         )
         .await
@@ -233,7 +258,7 @@ impl JsonRpcTransport {
     ) -> Result<TaskPushNotificationConfig, ClientError> {
         self.call(
             common,
-            "GetTaskPushNotificationConfig",
+            A2aMethod::GetTaskPushNotificationConfig.as_str(),
             &common.apply_tenant(req),
         )
         .await
@@ -246,7 +271,7 @@ impl JsonRpcTransport {
     ) -> Result<ListTaskPushNotificationConfigsResponse, ClientError> {
         self.call(
             common,
-            "ListTaskPushNotificationConfigs",
+            A2aMethod::ListTaskPushNotificationConfigs.as_str(),
             &common.apply_tenant(req),
         )
         .await
@@ -260,7 +285,7 @@ impl JsonRpcTransport {
         // The result is `{}` (or `null` from some SDKs): nothing to read.
         self.call_raw(
             common,
-            "DeleteTaskPushNotificationConfig",
+            A2aMethod::DeleteTaskPushNotificationConfig.as_str(),
             &common.apply_tenant(req),
         )
         .await
@@ -272,7 +297,11 @@ impl JsonRpcTransport {
         common: &Common,
         req: GetExtendedAgentCardRequest,
     ) -> Result<AgentCard, ClientError> {
-        self.call(common, "GetExtendedAgentCard", &common.apply_tenant(req))
-            .await
+        self.call(
+            common,
+            A2aMethod::GetExtendedAgentCard.as_str(),
+            &common.apply_tenant(req),
+        )
+        .await
     }
 }

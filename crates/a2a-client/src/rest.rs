@@ -3,6 +3,7 @@
 //! for reads, errors as `{"error":{"code","status","message","details":[ErrorInfo…]}}`, and SSE
 //! of bare StreamResponses (an in-stream error is a `{"error":…}` event).
 
+use a2a_types::Method as A2aMethod;
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest, GetTaskPushNotificationConfigRequest, GetTaskRequest,
@@ -166,9 +167,15 @@ impl RestTransport {
     ) -> Result<SendMessageResponse, ClientError> {
         let (tenant, req) = split_tenant(common, req);
         let url = self.url(&tenant, &["message:send"]);
-        let body = Body::json(&req, "SendMessage")?;
-        self.call(common, Method::POST, url, body, "SendMessage")
-            .await
+        let body = Body::json(&req, A2aMethod::SendMessage.as_str())?;
+        self.call(
+            common,
+            Method::POST,
+            url,
+            body,
+            A2aMethod::SendMessage.as_str(),
+        )
+        .await
     }
 
     pub async fn send_streaming_message(
@@ -178,9 +185,15 @@ impl RestTransport {
     ) -> Result<EventStream, ClientError> {
         let (tenant, req) = split_tenant(common, req);
         let url = self.url(&tenant, &["message:stream"]);
-        let body = Body::json(&req, "SendStreamingMessage")?;
-        self.stream(common, Method::POST, url, body, "SendStreamingMessage")
-            .await
+        let body = Body::json(&req, A2aMethod::SendStreamingMessage.as_str())?;
+        self.stream(
+            common,
+            Method::POST,
+            url,
+            body,
+            A2aMethod::SendStreamingMessage.as_str(),
+        )
+        .await
     }
 
     pub async fn get_task(
@@ -194,8 +207,14 @@ impl RestTransport {
             url.query_pairs_mut()
                 .append_pair("historyLength", &n.to_string());
         }
-        self.call(common, Method::GET, url, Body::None, "GetTask")
-            .await
+        self.call(
+            common,
+            Method::GET,
+            url,
+            Body::None,
+            A2aMethod::GetTask.as_str(),
+        )
+        .await
     }
 
     pub async fn list_tasks(
@@ -233,8 +252,14 @@ impl RestTransport {
         if !q.is_empty() {
             url.query_pairs_mut().extend_pairs(q);
         }
-        self.call(common, Method::GET, url, Body::None, "ListTasks")
-            .await
+        self.call(
+            common,
+            Method::GET,
+            url,
+            Body::None,
+            A2aMethod::ListTasks.as_str(),
+        )
+        .await
     }
 
     pub async fn cancel_task(
@@ -248,9 +273,15 @@ impl RestTransport {
             &tenant,
             &["tasks", &format!("{}:cancel", path_param(&id, "id")?)],
         );
-        let body = Body::json(&req, "CancelTask")?;
-        self.call(common, Method::POST, url, body, "CancelTask")
-            .await
+        let body = Body::json(&req, A2aMethod::CancelTask.as_str())?;
+        self.call(
+            common,
+            Method::POST,
+            url,
+            body,
+            A2aMethod::CancelTask.as_str(),
+        )
+        .await
     }
 
     /// `POST /tasks/{id}:subscribe` (the spec prose), falling back to `GET` (the proto
@@ -268,7 +299,7 @@ impl RestTransport {
                 &format!("{}:subscribe", path_param(&req.id, "id")?),
             ],
         );
-        let context = "SubscribeToTask";
+        let context = A2aMethod::SubscribeToTask.as_str();
         match self
             .stream(common, Method::POST, url.clone(), Body::None, context)
             .await
@@ -295,13 +326,13 @@ impl RestTransport {
                 "pushNotificationConfigs",
             ],
         );
-        let body = Body::json(&req, "CreateTaskPushNotificationConfig")?;
+        let body = Body::json(&req, A2aMethod::CreateTaskPushNotificationConfig.as_str())?;
         self.call(
             common,
             Method::POST,
             url,
             body,
-            "CreateTaskPushNotificationConfig",
+            A2aMethod::CreateTaskPushNotificationConfig.as_str(),
         )
         .await
     }
@@ -326,7 +357,7 @@ impl RestTransport {
             Method::GET,
             url,
             Body::None,
-            "GetTaskPushNotificationConfig",
+            A2aMethod::GetTaskPushNotificationConfig.as_str(),
         )
         .await
     }
@@ -358,7 +389,7 @@ impl RestTransport {
             Method::GET,
             url,
             Body::None,
-            "ListTaskPushNotificationConfigs",
+            A2aMethod::ListTaskPushNotificationConfigs.as_str(),
         )
         .await
     }
@@ -383,7 +414,7 @@ impl RestTransport {
             Method::DELETE,
             url,
             Body::None,
-            "DeleteTaskPushNotificationConfig",
+            A2aMethod::DeleteTaskPushNotificationConfig.as_str(),
         )
         .await
         .map(drop)
@@ -396,8 +427,14 @@ impl RestTransport {
     ) -> Result<AgentCard, ClientError> {
         let (tenant, _) = split_tenant(common, req);
         let url = self.url(&tenant, &["extendedAgentCard"]);
-        self.call(common, Method::GET, url, Body::None, "GetExtendedAgentCard")
-            .await
+        self.call(
+            common,
+            Method::GET,
+            url,
+            Body::None,
+            A2aMethod::GetExtendedAgentCard.as_str(),
+        )
+        .await
     }
 }
 

@@ -198,9 +198,10 @@ async fn classify(mut response: reqwest::Response) -> Attempt {
     }
 }
 
-/// Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3, parsed by `httpdate`: its
-/// three forms, no arithmetic of ours), relative to `now`; a date in the past is no delay. The
-/// retry policy caps what is honoured.
+/// Retry-After as delay-seconds or an HTTP date (RFC 9110 §10.2.3), relative to `now`; a date in
+/// the past is no delay. The retry policy caps what is honoured. `httpdate` reads the three forms
+/// a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate and the obsolete RFC 850 and asctime
+/// forms, with no calendar arithmetic of ours.
 fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
     let value = value.trim();
     if value.len() > 64 {
@@ -296,11 +297,35 @@ mod tests {
             parse_retry_after("Sun, 06 Nov 1994 08:50:37 GMT", now),
             Some(Duration::from_secs(60))
         );
+        assert_eq!(parse_retry_after("soon", now), None);
+    }
+
+    /// The same instant in the three forms of RFC 9110 §5.6.7: IMF-fixdate, then the obsolete
+    /// RFC 850 and asctime forms, which a recipient must accept as well.
+    #[test]
+    fn retry_after_accepts_the_three_http_date_forms() {
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(784_111_700);
+        for v in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(
+                parse_retry_after(v, now),
+                Some(Duration::from_secs(77)),
+                "{v}"
+            );
+        }
+        // A date already past is no delay, whatever its form.
+        let later = now + Duration::from_secs(3600);
         assert_eq!(
-            parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now),
+            parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", later),
             Some(Duration::ZERO)
         );
-        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(
+            parse_retry_after("Sun Nov  6 08:49:37 1994", later),
+            Some(Duration::ZERO)
+        );
     }
 
     /// Dates the old hand-written arithmetic overflowed on (review L5): no panic, no wrap.

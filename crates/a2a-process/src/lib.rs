@@ -1,6 +1,8 @@
 //! Process plumbing shared by the binaries (`a2a-gateway`, `a2a-worker`).
 
 #[cfg(feature = "export")]
+pub mod cli;
+#[cfg(feature = "export")]
 pub mod healthcheck;
 pub mod metrics;
 pub mod telemetry;

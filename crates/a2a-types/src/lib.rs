@@ -9,6 +9,7 @@
 
 pub mod error;
 mod list_response;
+pub mod method;
 pub mod state;
 pub mod status;
 pub mod string_list;
@@ -19,6 +20,10 @@ pub mod v03_grpc;
 pub mod wkt;
 mod wkt_struct;
 
+pub use method::Method;
+
+/// Where an A2A server publishes its public agent card (a well-known URI, RFC 8615).
+pub const WELL_KNOWN_AGENT_CARD_PATH: &str = "/.well-known/agent-card.json";
 pub use error::{
     A2aError, ERROR_DOMAIN, ErrorInfo, RATE_LIMITED_CODE, WireCodes, grpc_status_name,
 };

@@ -34,6 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::AgentRegistry;
+use crate::cli::AgentsCommand;
 use crate::service::A2aService;
 use crate::upstream::UpstreamAgent;
 use crate::upstream::config::AgentConfig;
@@ -835,22 +836,8 @@ fn precondition_failed(name: &str, etag: &str) -> Response {
 /// [--if-match <etag>] | remove <name> [--if-match <etag>]`: the admin API from the command
 /// line, toward the admin listener at `admin` with the bearer `token`. Returns what to print
 /// (the API's JSON answer), or the error (the API's message).
-pub async fn cli(admin: &str, token: &str, args: &[String]) -> Result<String, String> {
-    let usage = || {
-        "usage: a2a-gateway agents list | get <name> | add '<json entry>' | \
-         replace <name> '<json entry>' [--if-match <etag>] | remove <name> [--if-match <etag>]"
-            .to_owned()
-    };
+pub async fn cli(admin: &str, token: &str, command: &AgentsCommand) -> Result<String, String> {
     let base = format!("http://{admin}{AGENTS_PATH}");
-    let (mut args, if_match) = match args.iter().position(|a| a == "--if-match") {
-        Some(i) => {
-            let etag = args.get(i + 1).ok_or_else(usage)?.clone();
-            let mut rest = args.to_vec();
-            rest.drain(i..i + 2);
-            (rest, Some(etag))
-        }
-        None => (args.to_vec(), None),
-    };
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
@@ -859,15 +846,17 @@ pub async fn cli(admin: &str, token: &str, args: &[String]) -> Result<String, St
         serde_json::from_str(raw).map_err(|e| format!("the entry is not JSON: {e}"))
     };
     let path = |name: &str| format!("{base}/{}", urlencode(name));
-    let request = match args.iter().map(String::as_str).collect::<Vec<_>>()[..] {
-        ["list"] => http.get(&base),
-        ["get", name] => http.get(path(name)),
-        ["add", entry] => http.post(&base).json(&body(entry)?),
-        ["replace", name, entry] => http.put(path(name)).json(&body(entry)?),
-        ["remove", name] => http.delete(path(name)),
-        _ => return Err(usage()),
+    let (request, if_match) = match command {
+        AgentsCommand::List => (http.get(&base), None),
+        AgentsCommand::Get { name } => (http.get(path(name)), None),
+        AgentsCommand::Add { entry } => (http.post(&base).json(&body(entry)?), None),
+        AgentsCommand::Replace {
+            name,
+            entry,
+            if_match,
+        } => (http.put(path(name)).json(&body(entry)?), if_match.as_ref()),
+        AgentsCommand::Remove { name, if_match } => (http.delete(path(name)), if_match.as_ref()),
     };
-    args.clear();
     let mut request = request.bearer_auth(token);
     if let Some(etag) = if_match {
         request = request.header(header::IF_MATCH, etag);

@@ -345,7 +345,11 @@ pub fn admin_router(svc: A2aService) -> Router {
             "/metrics",
             get(move |State(svc): State<A2aService>| {
                 let handle = handle.clone();
-                async move { crate::metrics::scrape(&svc, &handle) }
+                async move {
+                    // The gauges that are state rather than events, read now.
+                    svc.record_gauges();
+                    crate::metrics::exposition(&handle)
+                }
             }),
         )
         .merge(health_routes())

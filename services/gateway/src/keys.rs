@@ -5,24 +5,18 @@
 use a2a_store::{PgApiKeys, PgTaskStore};
 use sha2::{Digest, Sha256};
 
+use crate::cli::KeysCommand;
 use crate::config::Config;
 
-pub const USAGE: &str = "keys create <id> | keys list | keys revoke <id>";
-
 /// Runs one `keys` subcommand and returns what to print.
-pub async fn run(config: &Config, args: &[String]) -> Result<String, String> {
+pub async fn run(config: &Config, command: &KeysCommand) -> Result<String, String> {
     let keys = directory(config)?;
-    let arg = |i: usize| {
-        args.get(i)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| format!("usage: a2a-gateway {USAGE}"))
-    };
-    match args.first().map(String::as_str) {
-        Some("create") => {
-            let id = arg(1)?;
-            if !id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+    match command {
+        KeysCommand::Create { id } => {
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
             {
                 return Err("a key id may use letters, digits and - _ . @".into());
             }
@@ -34,7 +28,7 @@ pub async fn run(config: &Config, args: &[String]) -> Result<String, String> {
                  apiKey scheme that carries it); this is the only time the key is shown"
             ))
         }
-        Some("list") => {
+        KeysCommand::List => {
             let mut out = String::from("id\tcreated\trevoked\n");
             for k in keys.list().await.map_err(|e| e.to_string())? {
                 let revoked = k.revoked_at.map(|t| t.to_rfc3339()).unwrap_or("-".into());
@@ -46,15 +40,13 @@ pub async fn run(config: &Config, args: &[String]) -> Result<String, String> {
             }
             Ok(out.trim_end().to_owned())
         }
-        Some("revoke") => {
-            let id = arg(1)?;
+        KeysCommand::Revoke { id } => {
             if keys.revoke(id).await.map_err(|e| e.to_string())? {
                 Ok(format!("key {id} revoked"))
             } else {
                 Err(format!("no live key with id {id}"))
             }
         }
-        _ => Err(format!("usage: a2a-gateway {USAGE}")),
     }
 }
 

@@ -5,6 +5,7 @@ pub mod agents;
 pub mod app;
 pub mod auth;
 pub mod bindings;
+pub mod cli;
 pub mod config;
 mod conn;
 #[cfg(feature = "failpoints")]
@@ -19,5 +20,7 @@ pub mod panics;
 pub mod retention;
 pub mod service;
 pub mod signing;
+#[cfg(test)]
+mod tidy;
 pub mod tls;
 pub mod upstream;

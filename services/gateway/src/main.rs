@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use a2a_gateway::cli::{AgentsCommand, Cli, Command};
 use a2a_gateway::{app, config::Config};
 use tokio_util::sync::CancellationToken;
 
@@ -10,43 +11,20 @@ use tokio_util::sync::CancellationToken;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const USAGE: &str = "usage: a2a-gateway [serve|migrate|keys ...|agents ...|healthcheck [--live]]
-
-  serve     serve A2A over HTTP (default); with A2A_MIGRATE=1 it migrates the database first
-  migrate   apply database migrations (A2A_DATABASE_URL) and exit
-  keys      API keys in the database: keys create <id> (prints the key once) | keys list |
-            keys revoke <id>
-  agents    upstream agents through the admin API (A2A_ADMIN_LISTEN, bearer A2A_ADMIN_TOKEN):
-            agents list | get <name> | add '<json entry>' | replace <name> '<json entry>'
-            [--if-match <etag>] | remove <name> [--if-match <etag>]
-  healthcheck  exit 0 when this container's gateway is ready (GET /readyz; --live: /healthz)
-            on the admin listener (A2A_ADMIN_LISTEN, else A2A_LISTEN), within 2 s: the image's
-            probe client for docker-compose healthchecks and HEALTHCHECK (no shell or curl)
-
-Configuration comes from the environment (A2A_LISTEN, A2A_PUBLIC_URL, A2A_DATABASE_URL,
-A2A_DATABASE_POOL_SIZE, A2A_DATABASE_ACQUIRE_TIMEOUT_MS, A2A_MIGRATE, A2A_REDIS_URL,
-A2A_REDIS_PREFIX, A2A_ALLOW_UNAUTHENTICATED,
-A2A_ADMIN_LISTEN, A2A_ADMIN_TOKEN_SHA256, A2A_CONFIG, A2A_LOG_FORMAT, RUST_LOG, OTEL_*); see the
-README.";
-
 /// Exit code for configuration errors (sysexits EX_CONFIG).
 const EX_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let command = args.first().map(String::as_str).unwrap_or("serve");
-    match command {
-        "serve" | "migrate" | "keys" => {}
-        "healthcheck" => return healthcheck(&args[1..]),
-        "agents" => return agents(&args[1..]),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        other => {
-            eprintln!("a2a-gateway: unknown command {other:?}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    let cli: Cli = match a2a_process::cli::parse(std::env::args_os().collect(), &["keys", "agents"])
+    {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    let command = cli.chosen();
+    match &command {
+        Command::Serve | Command::Migrate | Command::Keys(_) => {}
+        Command::Healthcheck { live } => return healthcheck(*live),
+        Command::Agents(agents) => return agents_command(agents),
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     // Inside the runtime: the OTLP exporter sends on it.
@@ -61,11 +39,11 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
-    if command == "migrate" {
+    if command == Command::Migrate {
         return runtime.block_on(migrate(&config));
     }
-    if command == "keys" {
-        return match runtime.block_on(a2a_gateway::keys::run(&config, &args[1..])) {
+    if let Command::Keys(keys) = &command {
+        return match runtime.block_on(a2a_gateway::keys::run(&config, keys)) {
             Ok(out) => {
                 println!("{out}");
                 ExitCode::SUCCESS
@@ -96,14 +74,14 @@ fn main() -> ExitCode {
 
 /// `agents ...`: the admin API's client (`a2a_gateway::admin::cli`), toward the admin listener
 /// `A2A_ADMIN_LISTEN` with the bearer token `A2A_ADMIN_TOKEN`.
-fn agents(args: &[String]) -> ExitCode {
+fn agents_command(command: &AgentsCommand) -> ExitCode {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let (Some(admin), Some(token)) = (env("A2A_ADMIN_LISTEN"), env("A2A_ADMIN_TOKEN")) else {
-        eprintln!("a2a-gateway agents: set A2A_ADMIN_LISTEN and A2A_ADMIN_TOKEN\n\n{USAGE}");
+        eprintln!("a2a-gateway agents: set A2A_ADMIN_LISTEN and A2A_ADMIN_TOKEN");
         return ExitCode::from(EX_CONFIG);
     };
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    match runtime.block_on(a2a_gateway::admin::cli(&admin, &token, args)) {
+    match runtime.block_on(a2a_gateway::admin::cli(&admin, &token, command)) {
         Ok(out) => {
             println!("{out}");
             ExitCode::SUCCESS
@@ -116,15 +94,8 @@ fn agents(args: &[String]) -> ExitCode {
 }
 
 /// `healthcheck [--live]`: the listener named by the environment as `serve` reads it.
-fn healthcheck(args: &[String]) -> ExitCode {
-    let path = match args {
-        [] => "/readyz",
-        [flag] if flag == "--live" => "/healthz",
-        other => {
-            eprintln!("a2a-gateway healthcheck: unexpected arguments {other:?}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+fn healthcheck(live: bool) -> ExitCode {
+    let path = if live { "/healthz" } else { "/readyz" };
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let (what, listen) = match (env("A2A_ADMIN_LISTEN"), env("A2A_LISTEN")) {
         (Some(admin), _) => ("A2A_ADMIN_LISTEN", admin),

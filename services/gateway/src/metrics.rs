@@ -13,8 +13,6 @@ use axum::response::IntoResponse;
 use metrics::{Counter, Histogram};
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::service::A2aService;
-
 /// The Prometheus exposition format's media type.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -23,9 +21,9 @@ pub fn install() -> PrometheusHandle {
     a2a_process::metrics::install("a2a-gateway", env!("CARGO_PKG_VERSION"))
 }
 
-/// `GET /metrics`: the gauges that are state rather than events, read now, then everything.
-pub fn scrape(svc: &A2aService, handle: &PrometheusHandle) -> impl IntoResponse + use<> {
-    svc.record_gauges();
+/// The `GET /metrics` answer: everything recorded (the caller, `app`, first records the gauges
+/// that are state rather than events; this module does not know the service).
+pub fn exposition(handle: &PrometheusHandle) -> impl IntoResponse + use<> {
     (
         [(header::CONTENT_TYPE, TEXT_FORMAT)],
         a2a_process::metrics::render(handle),

@@ -9,38 +9,20 @@ use a2a_store::pg::{DeadLetter, PgDeliveryStore};
 use a2a_types::Dialect;
 use bytes::Bytes;
 
+use crate::cli::{DeadLettersCommand, Replay};
 use crate::config::WorkerConfig;
 use crate::deliver::{Deliverer, Delivery, LogSink, Outcome};
 
-pub const USAGE: &str =
-    "dead-letters list [--all] [--limit N] | dead-letters replay (<id>... | --all)";
-
 /// Runs the subcommand; returns what to print.
-pub async fn run(config: &WorkerConfig, args: &[String]) -> Result<String, String> {
+pub async fn run(config: &WorkerConfig, command: &DeadLettersCommand) -> Result<String, String> {
     let store = crate::store(config)?;
-    match args.first().map(String::as_str) {
-        Some("list") => list(&store, &args[1..]).await,
-        Some("replay") => replay(config, store, &args[1..]).await,
-        _ => Err(format!("usage: a2a-worker {USAGE}")),
+    match command {
+        DeadLettersCommand::List { all, limit } => list(&store, *all, *limit).await,
+        DeadLettersCommand::Replay(which) => replay(config, store, which).await,
     }
 }
 
-async fn list(store: &PgDeliveryStore, args: &[String]) -> Result<String, String> {
-    let mut all = false;
-    let mut limit = 100;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        match arg.as_str() {
-            "--all" => all = true,
-            "--limit" => {
-                limit = it
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .ok_or("--limit needs a number")?;
-            }
-            other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
-        }
-    }
+async fn list(store: &PgDeliveryStore, all: bool, limit: i64) -> Result<String, String> {
     let letters = store
         .dead_letters(all, limit)
         .await
@@ -92,7 +74,7 @@ fn line(d: &DeadLetter) -> String {
 async fn replay(
     config: &WorkerConfig,
     store: PgDeliveryStore,
-    args: &[String],
+    which: &Replay,
 ) -> Result<String, String> {
     if config.keys.is_empty() {
         return Err(format!(
@@ -100,19 +82,14 @@ async fn replay(
             a2a_push::SIGNING_KEYS_VAR
         ));
     }
-    let letters: Vec<DeadLetter> = if args.iter().any(|a| a == "--all") {
+    let letters: Vec<DeadLetter> = if which.all {
         store
             .dead_letters(false, i64::MAX)
             .await
             .map_err(|e| e.to_string())?
-    } else if args.is_empty() {
-        return Err(format!("usage: a2a-worker {USAGE}"));
     } else {
         let mut found = Vec::new();
-        for arg in args {
-            let id: i64 = arg
-                .parse()
-                .map_err(|_| format!("{arg:?} is not a dead letter id"))?;
+        for &id in &which.ids {
             let letter = store
                 .dead_letter(id)
                 .await

@@ -12,6 +12,7 @@
 //! task's lease and progress cover it (or it was left to the sweep); whatever Redis loses,
 //! trims or never got is found by the sweep and delivered from the event log, in order.
 
+pub mod cli;
 pub mod config;
 pub mod dead_letters;
 pub mod keygen;

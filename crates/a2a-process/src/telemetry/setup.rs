@@ -308,35 +308,9 @@ where
     }
 }
 
-/// RFC 3339 UTC with microseconds, without a date crate.
+/// RFC 3339 UTC with microseconds (`2025-11-24T08:49:37.123456Z`).
 fn humantime_now() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = now.as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        now.subsec_micros()
-    )
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 struct JsonFields(serde_json::Map<String, serde_json::Value>);
@@ -397,10 +371,11 @@ mod tests {
     }
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_416), (2025, 11, 24));
-        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+    fn log_timestamps_are_rfc3339_utc_with_microseconds() {
+        let t = humantime_now();
+        assert_eq!(t.len(), "2025-11-24T08:49:37.123456Z".len(), "{t}");
+        assert!(t.ends_with('Z'), "{t}");
+        assert!(chrono::DateTime::parse_from_rfc3339(&t).is_ok(), "{t}");
     }
 
     #[derive(Debug, Clone, Default)]

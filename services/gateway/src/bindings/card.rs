@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 
 use crate::service::{A2aService, CardDocument, Dialects};
 
-pub const WELL_KNOWN_PATH: &str = "/.well-known/agent-card.json";
+pub use a2a_types::WELL_KNOWN_AGENT_CARD_PATH as WELL_KNOWN_PATH;
 /// Where A2A 0.2.x clients look for the card: the 0.3 (combined) card is served there.
 pub const LEGACY_WELL_KNOWN_PATH: &str = "/.well-known/agent.json";
 
@@ -146,16 +146,16 @@ pub fn if_none_match(headers: &HeaderMap, etag: &str) -> Option<bool> {
     )
 }
 
-/// IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`.
+/// IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT` (what senders must use). Formatted by chrono,
+/// not `httpdate`, whose formatter panics past the year 9999.
 fn http_date(t: DateTime<Utc>) -> String {
     t.format("%a, %d %b %Y %H:%M:%S GMT").to_string()
 }
 
-/// An IMF-fixdate (the form HTTP senders use; RFC 2822 syntax with `GMT`).
+/// An HTTP-date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): IMF-fixdate
+/// and the obsolete RFC 850 and asctime forms.
 fn parse_http_date(v: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc2822(v.trim())
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+    httpdate::parse_http_date(v.trim()).ok().map(DateTime::from)
 }
 
 #[cfg(test)]
@@ -169,6 +169,8 @@ mod tests {
             .with_timezone(&Utc);
         assert_eq!(http_date(t), "Sun, 06 Nov 1994 08:49:37 GMT");
         assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(t));
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(t));
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(t));
         assert_eq!(parse_http_date("yesterday"), None);
     }
 }

@@ -5,6 +5,7 @@
 //! `Cache-Control: no-cache` (health changes at any time: revalidate, a match costs a 304), and
 //! is `private` when auth is on (it depends on the caller).
 
+use a2a_types::Method;
 use axum::Extension;
 use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
@@ -74,7 +75,7 @@ async fn serve(
     build: fn(&A2aService, &crate::service::RequestContext) -> crate::service::catalogue::Catalogue,
 ) -> Response {
     let mut call = Call::start(Binding::Rest);
-    call.method("ListAgents");
+    call.method(Method::ListAgents);
     call.http("GET", || path.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call

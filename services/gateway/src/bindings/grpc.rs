@@ -5,7 +5,6 @@
 //! metadata, one call on [`A2aService`], the result or a rich [`tonic::Status`] back
 //! (`A2aError::to_status`: code from the 1.0.1 table plus a `google.rpc.ErrorInfo`).
 
-use a2a_types::A2aError;
 use a2a_types::state::{event_state, is_settled};
 use a2a_types::v1::a2a_service_server::{
     A2aService as A2aServiceTrait, A2aServiceServer, SERVICE_NAME,
@@ -17,6 +16,7 @@ use a2a_types::v1::{
     ListTasksRequest, ListTasksResponse, SendMessageRequest, SendMessageResponse, StreamResponse,
     SubscribeToTaskRequest, Task, TaskPushNotificationConfig, stream_response::Payload,
 };
+use a2a_types::{A2aError, Method};
 use axum::Router;
 use axum::extract::ConnectInfo;
 use axum::http::HeaderValue;
@@ -153,7 +153,7 @@ impl GrpcBinding {
     /// translates inside `op`).
     pub(super) async fn unary<T, R, F, Fut>(
         &self,
-        method: &str,
+        method: Method,
         req: Request<T>,
         op: F,
     ) -> Result<Response<R>, Status>
@@ -177,7 +177,7 @@ impl GrpcBinding {
 
     pub(super) async fn streaming<T, F, Fut>(
         &self,
-        method: &str,
+        method: Method,
         req: Request<T>,
         op: F,
     ) -> Result<Response<ResponseStream>, Status>
@@ -287,7 +287,7 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
-        self.unary("SendMessage", req, |svc, ctx, m| async move {
+        self.unary(Method::SendMessage, req, |svc, ctx, m| async move {
             svc.send_message(&ctx, m).await
         })
         .await
@@ -299,14 +299,16 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SendMessageRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
-        self.streaming("SendStreamingMessage", req, |svc, ctx, m| async move {
-            svc.send_streaming_message(&ctx, m).await
-        })
+        self.streaming(
+            Method::SendStreamingMessage,
+            req,
+            |svc, ctx, m| async move { svc.send_streaming_message(&ctx, m).await },
+        )
         .await
     }
 
     async fn get_task(&self, req: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary("GetTask", req, |svc, ctx, m| async move {
+        self.unary(Method::GetTask, req, |svc, ctx, m| async move {
             svc.get_task(&ctx, m).await
         })
         .await
@@ -316,14 +318,14 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<ListTasksRequest>,
     ) -> Result<Response<ListTasksResponse>, Status> {
-        self.unary("ListTasks", req, |svc, ctx, m| async move {
+        self.unary(Method::ListTasks, req, |svc, ctx, m| async move {
             svc.list_tasks(&ctx, m).await
         })
         .await
     }
 
     async fn cancel_task(&self, req: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
-        self.unary("CancelTask", req, |svc, ctx, m| async move {
+        self.unary(Method::CancelTask, req, |svc, ctx, m| async move {
             svc.cancel_task(&ctx, m).await
         })
         .await
@@ -335,7 +337,7 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<SubscribeToTaskRequest>,
     ) -> Result<Response<ResponseStream>, Status> {
-        self.streaming("SubscribeToTask", req, |svc, ctx, m| async move {
+        self.streaming(Method::SubscribeToTask, req, |svc, ctx, m| async move {
             svc.subscribe_to_task(&ctx, m).await
         })
         .await
@@ -346,7 +348,7 @@ impl A2aServiceTrait for GrpcBinding {
         req: Request<TaskPushNotificationConfig>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
         self.unary(
-            "CreateTaskPushNotificationConfig",
+            Method::CreateTaskPushNotificationConfig,
             req,
             |svc, ctx, m| async move { svc.create_push_config(&ctx, m).await },
         )
@@ -358,7 +360,7 @@ impl A2aServiceTrait for GrpcBinding {
         req: Request<GetTaskPushNotificationConfigRequest>,
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
         self.unary(
-            "GetTaskPushNotificationConfig",
+            Method::GetTaskPushNotificationConfig,
             req,
             |svc, ctx, m| async move { svc.get_push_config(&ctx, m).await },
         )
@@ -370,7 +372,7 @@ impl A2aServiceTrait for GrpcBinding {
         req: Request<ListTaskPushNotificationConfigsRequest>,
     ) -> Result<Response<ListTaskPushNotificationConfigsResponse>, Status> {
         self.unary(
-            "ListTaskPushNotificationConfigs",
+            Method::ListTaskPushNotificationConfigs,
             req,
             |svc, ctx, m| async move { svc.list_push_configs(&ctx, m).await },
         )
@@ -381,9 +383,11 @@ impl A2aServiceTrait for GrpcBinding {
         &self,
         req: Request<GetExtendedAgentCardRequest>,
     ) -> Result<Response<AgentCard>, Status> {
-        self.unary("GetExtendedAgentCard", req, |svc, ctx, m| async move {
-            svc.get_extended_agent_card(&ctx, m).await
-        })
+        self.unary(
+            Method::GetExtendedAgentCard,
+            req,
+            |svc, ctx, m| async move { svc.get_extended_agent_card(&ctx, m).await },
+        )
         .await
     }
 
@@ -392,7 +396,7 @@ impl A2aServiceTrait for GrpcBinding {
         req: Request<DeleteTaskPushNotificationConfigRequest>,
     ) -> Result<Response<pbjson_types::Empty>, Status> {
         self.unary(
-            "DeleteTaskPushNotificationConfig",
+            Method::DeleteTaskPushNotificationConfig,
             req,
             |svc, ctx, m| async move { svc.delete_push_config(&ctx, m).await },
         )

@@ -26,7 +26,7 @@ use tonic::{Request, Response, Status};
 use super::VERSION_HEADER;
 use super::grpc::GrpcBinding;
 use crate::service::Dialects;
-use a2a_types::Dialect;
+use a2a_types::{Dialect, Method};
 
 pub use a2a_types::v03_grpc::proto::a2a_service_server::SERVICE_NAME;
 
@@ -84,10 +84,14 @@ impl V03Trait for GrpcV03 {
         req: Request<SendMessageRequest>,
     ) -> Result<Response<SendMessageResponse>, Status> {
         self.binding
-            .unary("SendMessage", v03_request(req), |svc, ctx, m| async move {
-                let sent = svc.send_message(&ctx, v03::send_request(m)).await?;
-                Ok(v03::send_response(sent))
-            })
+            .unary(
+                Method::SendMessage,
+                v03_request(req),
+                |svc, ctx, m| async move {
+                    let sent = svc.send_message(&ctx, v03::send_request(m)).await?;
+                    Ok(v03::send_response(sent))
+                },
+            )
             .await
     }
 
@@ -100,7 +104,7 @@ impl V03Trait for GrpcV03 {
         v03_stream(
             self.binding
                 .streaming(
-                    "SendStreamingMessage",
+                    Method::SendStreamingMessage,
                     v03_request(req),
                     |svc, ctx, m| async move {
                         svc.send_streaming_message(&ctx, v03::send_request(m)).await
@@ -112,19 +116,27 @@ impl V03Trait for GrpcV03 {
 
     async fn get_task(&self, req: Request<GetTaskRequest>) -> Result<Response<Task>, Status> {
         self.binding
-            .unary("GetTask", v03_request(req), |svc, ctx, m| async move {
-                let task = svc.get_task(&ctx, v03::get_task_request(m)?).await?;
-                Ok(v03::task(task))
-            })
+            .unary(
+                Method::GetTask,
+                v03_request(req),
+                |svc, ctx, m| async move {
+                    let task = svc.get_task(&ctx, v03::get_task_request(m)?).await?;
+                    Ok(v03::task(task))
+                },
+            )
             .await
     }
 
     async fn cancel_task(&self, req: Request<CancelTaskRequest>) -> Result<Response<Task>, Status> {
         self.binding
-            .unary("CancelTask", v03_request(req), |svc, ctx, m| async move {
-                let task = svc.cancel_task(&ctx, v03::cancel_task_request(m)?).await?;
-                Ok(v03::task(task))
-            })
+            .unary(
+                Method::CancelTask,
+                v03_request(req),
+                |svc, ctx, m| async move {
+                    let task = svc.cancel_task(&ctx, v03::cancel_task_request(m)?).await?;
+                    Ok(v03::task(task))
+                },
+            )
             .await
     }
 
@@ -137,7 +149,7 @@ impl V03Trait for GrpcV03 {
         v03_stream(
             self.binding
                 .streaming(
-                    "SubscribeToTask",
+                    Method::SubscribeToTask,
                     v03_request(req),
                     |svc, ctx, m| async move {
                         svc.subscribe_to_task(&ctx, v03::subscribe_request(m)?)
@@ -154,7 +166,7 @@ impl V03Trait for GrpcV03 {
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
         self.binding
             .unary(
-                "CreateTaskPushNotificationConfig",
+                Method::CreateTaskPushNotificationConfig,
                 v03_request(req),
                 |svc, ctx, m| async move {
                     let cfg = svc
@@ -172,7 +184,7 @@ impl V03Trait for GrpcV03 {
     ) -> Result<Response<TaskPushNotificationConfig>, Status> {
         self.binding
             .unary(
-                "GetTaskPushNotificationConfig",
+                Method::GetTaskPushNotificationConfig,
                 v03_request(req),
                 |svc, ctx, m| async move {
                     let cfg = svc.get_push_config(&ctx, v03::get_push_request(m)?).await?;
@@ -188,7 +200,7 @@ impl V03Trait for GrpcV03 {
     ) -> Result<Response<ListTaskPushNotificationConfigResponse>, Status> {
         self.binding
             .unary(
-                "ListTaskPushNotificationConfigs",
+                Method::ListTaskPushNotificationConfigs,
                 v03_request(req),
                 |svc, ctx, m| async move {
                     let page = svc
@@ -208,7 +220,7 @@ impl V03Trait for GrpcV03 {
     ) -> Result<Response<AgentCard>, Status> {
         self.binding
             .unary(
-                "GetExtendedAgentCard",
+                Method::GetExtendedAgentCard,
                 v03_request(req),
                 |svc, ctx, _| async move {
                     let card = match svc.extended_agent_card(&ctx, Default::default()).await {
@@ -229,7 +241,7 @@ impl V03Trait for GrpcV03 {
     ) -> Result<Response<pbjson_types::Empty>, Status> {
         self.binding
             .unary(
-                "DeleteTaskPushNotificationConfig",
+                Method::DeleteTaskPushNotificationConfig,
                 v03_request(req),
                 |svc, ctx, m| async move {
                     svc.delete_push_config(&ctx, v03::delete_push_request(m)?)

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use a2a_types::{A2aError, Dialect};
+use a2a_types::{A2aError, Dialect, Method};
 
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, jsonrpc_v03, refused, sse};
@@ -89,7 +89,9 @@ pub async fn handle(
         Err((id, err)) => return failed(call, &id, &err),
     };
     let family = jsonrpc_v03::dialect_of(&method);
-    call.method(jsonrpc_v03::method_label(&method).unwrap_or(&method));
+    if let Some(m) = jsonrpc_v03::method_label(&method).or_else(|| Method::from_name(&method)) {
+        call.method(m);
+    }
     call.dialects(Dialects::both(family));
     call.http("POST", || PATH.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());

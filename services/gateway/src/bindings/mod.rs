@@ -35,9 +35,7 @@ pub const GRPC_FIRST_EVENT_ID: &str = "a2a-first-event-id";
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 /// Safe retries of SendMessage (HTTP header and gRPC metadata alike).
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
-/// Loop protection (HTTP header and gRPC metadata alike): how many gateways a request already
-/// went through; the gateway sends the count plus one with every upstream call.
-pub const HOP_COUNT_HEADER: &str = "a2a-hop-count";
+pub use crate::service::HOP_COUNT_HEADER;
 /// The longest `A2A-Hop-Count` value read (a `u32` has at most 10 digits).
 const MAX_HOP_COUNT_LEN: usize = 10;
 /// The longest `Idempotency-Key` accepted.

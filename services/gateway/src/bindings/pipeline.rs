@@ -30,7 +30,7 @@ use a2a_process::metrics::Cached;
 use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
 use metrics::{Counter, Histogram};
 
-use a2a_types::A2aError;
+use a2a_types::{A2aError, Method};
 use axum::http::{HeaderMap, HeaderValue};
 use futures::StreamExt;
 
@@ -71,25 +71,9 @@ impl Binding {
     }
 }
 
-/// The A2A methods, spelled as in JSON-RPC and gRPC, and the gateway's own `ListAgents`
-/// (`GET /agents`): the only values of the `method` label besides [`UNKNOWN_METHOD`] (so a
-/// client cannot grow the label set).
-pub const METHODS: [&str; 12] = [
-    "SendMessage",
-    "SendStreamingMessage",
-    "GetTask",
-    "ListTasks",
-    "CancelTask",
-    "SubscribeToTask",
-    "CreateTaskPushNotificationConfig",
-    "GetTaskPushNotificationConfig",
-    "ListTaskPushNotificationConfigs",
-    "DeleteTaskPushNotificationConfig",
-    "GetExtendedAgentCard",
-    "ListAgents",
-];
-
-/// The method of a request refused before its method was known, or naming none of [`METHODS`].
+/// The `method` label of a request refused before its method was known, or naming no
+/// [`Method`]: with [`Method::ALL`] the only values of the label (so a client cannot grow the
+/// label set).
 pub const UNKNOWN_METHOD: &str = "unknown";
 
 /// What an admitted request carries into the operation and its response.
@@ -133,7 +117,8 @@ impl Refusal {
 /// outcome, because the client went away, is recorded as `canceled`).
 pub struct Call {
     binding: Binding,
-    /// An index into [`METHODS`], or `METHODS.len()` for [`UNKNOWN_METHOD`].
+    /// A [`Method::index`], or `Method::ALL.len()` for [`UNKNOWN_METHOD`] (an index, for the
+    /// per-method metric tables).
     method: usize,
     started: Instant,
     recorded: bool,
@@ -153,7 +138,7 @@ impl Call {
     pub fn start(binding: Binding) -> Self {
         Self {
             binding,
-            method: METHODS.len(),
+            method: Method::ALL.len(),
             started: Instant::now(),
             recorded: false,
             span: OnceLock::new(),
@@ -169,12 +154,9 @@ impl Call {
         self.dialects = dialects;
     }
 
-    /// Labels the call with its method (any name outside [`METHODS`] becomes `unknown`).
-    pub fn method(&mut self, name: &str) {
-        self.method = METHODS
-            .iter()
-            .position(|m| *m == name)
-            .unwrap_or(METHODS.len());
+    /// Labels the call with its method (a call never labelled is `unknown`).
+    pub fn method(&mut self, method: Method) {
+        self.method = method.index();
     }
 
     /// The HTTP method and route template (`http.request.method`, `http.route`) of the HTTP
@@ -242,7 +224,7 @@ impl Call {
         // At most two checks pass: the IP's and the principal's (no allocation for them).
         let mut passed: [Option<Allowance>; 2] = [None, None];
         // The client IP's limit first: the cheapest refusal, before any header is parsed.
-        let cost = rate.map(|rate| rate.cost_of(METHODS.get(self.method).map(|_| self.method)));
+        let cost = rate.map(|rate| rate.cost(Method::ALL.get(self.method).copied()));
         if let (Some(rate), Some(cost)) = (rate, cost)
             && let Some(ip) = rate.client_ip(headers, peer)
         {
@@ -390,7 +372,9 @@ impl Call {
     }
 
     fn method_name(&self) -> &'static str {
-        METHODS.get(self.method).copied().unwrap_or(UNKNOWN_METHOD)
+        Method::ALL
+            .get(self.method)
+            .map_or(UNKNOWN_METHOD, |m| m.as_str())
     }
 
     fn record(&mut self, outcome: &'static str) {
@@ -455,8 +439,8 @@ impl Call {
 
 /// The request metrics of each binding × method (the `ok` counter and the latency histogram),
 /// resolved once: they are recorded on every call.
-static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; METHODS.len() + 1]; 3] =
-    [const { [const { Cached::new() }; METHODS.len() + 1] }; 3];
+static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; Method::ALL.len() + 1]; 3] =
+    [const { [const { Cached::new() }; Method::ALL.len() + 1] }; 3];
 
 /// The A2A semantic conventions' server metrics (OpenTelemetry draft, Prometheus naming;
 /// README, Metrics) of each binding × method, each resolved once, when first recorded (so a
@@ -473,13 +457,15 @@ enum Semconv {
     Events,
 }
 
-type Handles = [[Cached<Histogram>; METHODS.len() + 1]; 3];
+type Handles = [[Cached<Histogram>; Method::ALL.len() + 1]; 3];
 
 static SEMCONV_METRICS: [Handles; 4] =
-    [const { [const { [const { Cached::new() }; METHODS.len() + 1] }; 3] }; 4];
+    [const { [const { [const { Cached::new() }; Method::ALL.len() + 1] }; 3] }; 4];
 
 fn semconv(which: Semconv, binding: Binding, method: usize) -> Option<&'static Histogram> {
-    let name = METHODS.get(method).copied().unwrap_or(UNKNOWN_METHOD);
+    let name = Method::ALL
+        .get(method)
+        .map_or(UNKNOWN_METHOD, |m| m.as_str());
     let b = binding.protocol_binding();
     SEMCONV_METRICS[which as usize][binding.index()][method].get(|| {
         let metric = match which {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::bindings::pipeline::METHODS;
+use a2a_types::Method;
 
 /// `[limits.rate]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -127,10 +127,10 @@ impl std::fmt::Debug for RedisTarget {
 
 /// What a call costs when `costs` does not say: a send (which starts a turn, and a stream) 5,
 /// a subscription (which holds a stream) 2, anything else 1.
-pub fn default_cost(method: &str) -> u32 {
+pub fn default_cost(method: Method) -> u32 {
     match method {
-        "SendMessage" | "SendStreamingMessage" => 5,
-        "SubscribeToTask" => 2,
+        Method::SendMessage | Method::SendStreamingMessage => 5,
+        Method::SubscribeToTask => 2,
         _ => 1,
     }
 }
@@ -175,10 +175,10 @@ impl RateConfig {
             || !self.overrides.is_empty()
     }
 
-    /// The cost of a call of `method` (a name outside the A2A methods costs 1).
-    pub fn cost(&self, method: &str) -> u32 {
+    /// The cost of a call of `method`.
+    pub fn cost(&self, method: Method) -> u32 {
         self.costs
-            .get(method)
+            .get(method.as_str())
             .copied()
             .unwrap_or_else(|| default_cost(method))
     }
@@ -187,17 +187,21 @@ impl RateConfig {
     /// be refused), a rate that is not positive, an unknown method, an override naming nobody.
     pub fn validate(&self) -> Result<(), String> {
         for method in self.costs.keys() {
-            if !METHODS.contains(&method.as_str()) {
+            if Method::from_name(method).is_none() {
                 return Err(format!(
                     "limits.rate.costs: {method:?} is not an A2A method ({})",
-                    METHODS.join(", ")
+                    Method::ALL.map(Method::as_str).join(", ")
                 ));
             }
         }
         if self.costs.values().any(|c| *c == 0) {
             return Err("limits.rate.costs: a cost must be at least 1".into());
         }
-        let dearest = METHODS.iter().map(|m| self.cost(m)).max().unwrap_or(1);
+        let dearest = Method::ALL
+            .map(|m| self.cost(m))
+            .into_iter()
+            .max()
+            .unwrap_or(1);
         let named = [
             ("ip", self.ip),
             ("principal", self.principal),

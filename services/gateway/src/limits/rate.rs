@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{Backend, Rate, RateConfig};
 use super::shared::SharedGcra;
-use crate::bindings::pipeline::METHODS;
+use a2a_types::Method;
 
 /// One scope's policy: `burst` units at once, earned back at `rate` per second.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -129,8 +129,8 @@ pub struct RateLimiter {
     overrides: Vec<Scope<String>>,
     by_principal: HashMap<String, usize>,
     by_key: HashMap<String, usize>,
-    /// The cost of each of [`METHODS`], in its order; anything else costs 1.
-    costs: [u32; METHODS.len()],
+    /// The cost of each method, by [`Method::index`].
+    costs: [u32; Method::ALL.len()],
     /// Who the client is: `client_ip_header` from trusted proxies, IPv6 keys by prefix.
     addressing: super::ClientAddressing,
     shared: Option<SharedGcra>,
@@ -173,7 +173,7 @@ impl RateLimiter {
             overrides,
             by_principal,
             by_key,
-            costs: METHODS.map(|m| config.cost(m)),
+            costs: Method::ALL.map(|m| config.cost(m)),
             addressing: config.addressing(),
             shared,
         });
@@ -187,14 +187,10 @@ impl RateLimiter {
         self.ip.is_some()
     }
 
-    /// What a call of `method` costs.
-    pub fn cost(&self, method: &str) -> u32 {
-        self.cost_of(METHODS.iter().position(|m| *m == method))
-    }
-
-    /// What a call of the method at `index` in [`METHODS`] costs (1 for any other).
-    pub fn cost_of(&self, index: Option<usize>) -> u32 {
-        index.and_then(|i| self.costs.get(i)).copied().unwrap_or(1)
+    /// What a call of `method` costs; a call whose method is unknown (refused before it was
+    /// read, or naming no A2A method) costs 1.
+    pub fn cost(&self, method: Option<Method>) -> u32 {
+        method.map_or(1, |m| self.costs[m.index()])
     }
 
     /// The client's address (see [`super::ClientAddressing::client_ip`]): from

@@ -115,7 +115,7 @@ fn card_path_of(agent: &std::sync::Arc<dyn crate::agents::Agent>) -> String {
     if agent.upstream_card().is_some() || agent.is_remote() {
         agent_card_path(agent.name())
     } else {
-        crate::bindings::card::WELL_KNOWN_PATH.to_owned()
+        a2a_types::WELL_KNOWN_AGENT_CARD_PATH.to_owned()
     }
 }
 

@@ -45,6 +45,12 @@ pub use quota::QuotaConfig;
 pub use validate::push_config as validate_push_config;
 pub use validate::{Dialects, negotiate_version};
 
+/// Loop protection (HTTP header and gRPC metadata alike): how many gateways a request already
+/// went through ([`RequestContext::hops`]); the gateway sends the count plus one with every
+/// upstream call. Declared here, below both the bindings that read it and the upstream client
+/// that sends it.
+pub const HOP_COUNT_HEADER: &str = "a2a-hop-count";
+
 /// Who is asking, and with which service parameters.
 #[derive(Debug, Clone)]
 pub struct RequestContext {

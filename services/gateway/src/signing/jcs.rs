@@ -4,157 +4,22 @@
 //! points: an astral character sorts before U+FB33), no whitespace is written, strings escape
 //! only what JSON requires (with lowercase `\u00xx` for other controls), and numbers are written
 //! as ECMAScript's `Number.prototype.toString` writes the IEEE 754 double they denote.
+//!
+//! Written by `serde_json_canonicalizer` (numbers by `ryu-js`). It replaced a canonicaliser of
+//! our own after it wrote the same bytes for every RFC 8785 vector: the sample object (§3.2.2),
+//! the sorting example (§3.2.3) and the Appendix B numbers, and for integers beyond 2^53 (written
+//! as the double a JavaScript verifier reads). The tests below keep those vectors as the guard.
 
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 
-/// A value JCS cannot represent.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JcsError {
-    /// NaN and the infinities have no JSON form (serde_json cannot hold them either; kept so a
-    /// number from any other source is refused rather than written wrongly).
-    #[error("a number that is not finite cannot be canonicalised")]
-    NotFinite,
-}
+/// A value JCS cannot represent (serde_json holds no NaN or infinity, so in practice none).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct JcsError(#[from] serde_json::Error);
 
 /// The canonical form of `value`.
 pub fn canonical(value: &Value) -> Result<Vec<u8>, JcsError> {
-    let mut out = Vec::with_capacity(256);
-    write_value(value, &mut out)?;
-    Ok(out)
-}
-
-fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), JcsError> {
-    match value {
-        Value::Null => out.extend_from_slice(b"null"),
-        Value::Bool(true) => out.extend_from_slice(b"true"),
-        Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => out.extend_from_slice(number(n)?.as_bytes()),
-        Value::String(s) => write_string(s, out),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out)?;
-            }
-            out.push(b']');
-        }
-        Value::Object(members) => write_object(members, out)?,
-    }
-    Ok(())
-}
-
-fn write_object(members: &Map<String, Value>, out: &mut Vec<u8>) -> Result<(), JcsError> {
-    let mut sorted: Vec<(Vec<u16>, &String, &Value)> = members
-        .iter()
-        .map(|(k, v)| (k.encode_utf16().collect(), k, v))
-        .collect();
-    sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    out.push(b'{');
-    for (i, (_, name, value)) in sorted.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_string(name, out);
-        out.push(b':');
-        write_value(value, out)?;
-    }
-    out.push(b'}');
-    Ok(())
-}
-
-fn write_string(s: &str, out: &mut Vec<u8>) {
-    out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\u{08}' => out.extend_from_slice(b"\\b"),
-            '\u{0c}' => out.extend_from_slice(b"\\f"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
-            }
-            c => {
-                let mut buf = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-/// A JSON number as the double it denotes, written the ECMAScript way. Integers beyond 2^53
-/// lose precision exactly as they would in a JavaScript verifier.
-fn number(n: &Number) -> Result<String, JcsError> {
-    let exact = |i: i128| i.unsigned_abs() <= 1u128 << 53;
-    if let Some(i) = n.as_i64().map(i128::from).filter(|&i| exact(i)) {
-        return Ok(i.to_string());
-    }
-    if let Some(u) = n.as_u64().map(i128::from).filter(|&u| exact(u)) {
-        return Ok(u.to_string());
-    }
-    let f = n.as_f64().ok_or(JcsError::NotFinite)?;
-    es_number(f)
-}
-
-/// ECMAScript `Number::toString(x)` (ECMA-262 §6.1.6.1.20) for a finite double: the shortest
-/// digits that round-trip, the closest to `x` among those (what Ryu computes), placed by the
-/// exponent.
-pub fn es_number(x: f64) -> Result<String, JcsError> {
-    if !x.is_finite() {
-        return Err(JcsError::NotFinite);
-    }
-    if x == 0.0 {
-        return Ok("0".into()); // -0 too
-    }
-    let mut buf = ryu::Buffer::new();
-    let (digits, n) = decimal(buf.format_finite(x.abs()));
-    let k = digits.len() as i32;
-    let mut s = String::with_capacity(32);
-    if x < 0.0 {
-        s.push('-');
-    }
-    if k <= n && n <= 21 {
-        s.push_str(&digits);
-        s.extend(std::iter::repeat_n('0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
-        s.push_str(&digits[..n as usize]);
-        s.push('.');
-        s.push_str(&digits[n as usize..]);
-    } else if -6 < n && n <= 0 {
-        s.push_str("0.");
-        s.extend(std::iter::repeat_n('0', (-n) as usize));
-        s.push_str(&digits);
-    } else {
-        s.push_str(&digits[..1]);
-        if k > 1 {
-            s.push('.');
-            s.push_str(&digits[1..]);
-        }
-        s.push('e');
-        s.push(if n - 1 < 0 { '-' } else { '+' });
-        s.push_str(&(n - 1).abs().to_string());
-    }
-    Ok(s)
-}
-
-/// The significant digits `d1…dk` of a positive decimal (`123.45`, `1e23`, `1.5e-7`) and the
-/// exponent `n` with value = 0.d1…dk × 10^n.
-fn decimal(text: &str) -> (String, i32) {
-    let (mantissa, exp) = match text.split_once(['e', 'E']) {
-        Some((m, e)) => (m, e.parse::<i32>().expect("an integer exponent")),
-        None => (text, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let all = format!("{int}{frac}");
-    let lead = all.len() - all.trim_start_matches('0').len();
-    let digits = all.trim_matches('0').to_owned();
-    let n = int.len() as i32 - lead as i32 + exp;
-    (digits, n)
+    Ok(serde_json_canonicalizer::to_vec(value)?)
 }
 
 #[cfg(test)]
@@ -232,15 +97,19 @@ mod tests {
         ];
         for (bits, want) in table {
             let x = f64::from_bits(u64::from_str_radix(bits, 16).unwrap());
-            assert_eq!(es_number(x).unwrap(), want, "{bits}");
-            // The same through a JSON value (as a parsed card carries it).
-            if let Some(n) = Number::from_f64(x) {
-                assert_eq!(number(&n).unwrap(), want, "{bits} as a JSON number");
-            }
-        }
-        for bits in ["7fffffffffffffff", "7ff0000000000000", "fff0000000000000"] {
-            let x = f64::from_bits(u64::from_str_radix(bits, 16).unwrap());
-            assert_eq!(es_number(x), Err(JcsError::NotFinite), "{bits}");
+            // As a parsed card carries it: a JSON number.
+            let n = Value::Number(serde_json::Number::from_f64(x).unwrap());
+            assert_eq!(
+                String::from_utf8(canonical(&n).unwrap()).unwrap(),
+                want,
+                "{bits}"
+            );
+            // And as text, parsed (serde_json's `float_roundtrip` reads the nearest double).
+            assert_eq!(
+                jcs(&format!("[{x:e}]")),
+                format!("[{want}]"),
+                "{bits} from text"
+            );
         }
     }
 

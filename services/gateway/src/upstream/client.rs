@@ -7,11 +7,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use a2a_client::{A2aClient, ClientError, ClientPrefs, EventStream};
-use a2a_types::A2aError;
 use a2a_types::v1::{
     AgentCard, CancelTaskRequest, GetTaskRequest, SendMessageRequest, SendMessageResponse,
     SubscribeToTaskRequest, Task, security_scheme::Scheme,
 };
+use a2a_types::{A2aError, Method};
 use futures::StreamExt;
 
 use super::config::{AgentConfig, Credentials};
@@ -138,9 +138,10 @@ impl UpstreamClient {
     /// `a2a_upstream_call_duration_seconds`; for a stream, until it opened).
     async fn measured<T>(
         &self,
-        method: &'static str,
+        method: Method,
         call: impl Future<Output = Result<T, A2aError>>,
     ) -> Result<T, A2aError> {
+        let method = method.as_str();
         let started = std::time::Instant::now();
         let span = self.client_span(method);
         let result = span.in_span(call).await;
@@ -232,7 +233,7 @@ impl UpstreamClient {
         idempotency_key: Option<&str>,
         hops: u32,
     ) -> Result<SendMessageResponse, A2aError> {
-        self.measured("SendMessage", async {
+        self.measured(Method::SendMessage, async {
             let hops = hops.to_string();
             let result = match self
                 .authorised(&send_headers(idempotency_key, &hops))
@@ -254,7 +255,7 @@ impl UpstreamClient {
         idempotency_key: Option<&str>,
         hops: u32,
     ) -> Result<EventStream, A2aError> {
-        self.measured("SendStreamingMessage", async {
+        self.measured(Method::SendStreamingMessage, async {
             let hops = hops.to_string();
             let result = match self
                 .authorised(&send_headers(idempotency_key, &hops))
@@ -269,7 +270,7 @@ impl UpstreamClient {
     }
 
     pub async fn get_task(&self, id: &str) -> Result<Task, A2aError> {
-        self.measured("GetTask", async {
+        self.measured(Method::GetTask, async {
             self.get_task_raw(id).await.map_err(|e| self.error(e))
         })
         .await
@@ -292,7 +293,7 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        self.measured("CancelTask", async {
+        self.measured(Method::CancelTask, async {
             let result = match self.authorised(&[]).await? {
                 Transport::V1(c) => c.cancel_task(req).await,
                 Transport::V03(c) => c.cancel_task(req).await,
@@ -307,7 +308,7 @@ impl UpstreamClient {
             id: id.to_owned(),
             ..Default::default()
         };
-        self.measured("SubscribeToTask", async {
+        self.measured(Method::SubscribeToTask, async {
             let result = match self.authorised(&[]).await? {
                 Transport::V1(c) => c.subscribe_to_task(req).await,
                 Transport::V03(c) => c.subscribe_to_task(req).await,
@@ -356,7 +357,7 @@ impl UpstreamClient {
 fn send_headers<'a>(key: Option<&'a str>, hops: &'a str) -> Vec<(&'static str, &'a str)> {
     key.map(|k| ("idempotency-key", k))
         .into_iter()
-        .chain([(crate::bindings::HOP_COUNT_HEADER, hops)])
+        .chain([(crate::service::HOP_COUNT_HEADER, hops)])
         .collect()
 }
 

@@ -251,6 +251,46 @@ fn bad_configuration_fails_with_one_clear_line() {
     assert!(stderr.contains("A2A_LISTEN"), "{stderr}");
 }
 
+/// The command line (clap): help on stdout with 0; a usage error on stderr with 2, or 1 inside
+/// `keys` and `agents` (the codes the binary had before clap parsed it).
+#[test]
+fn the_command_line_keeps_its_exit_codes() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_a2a-gateway"))
+            .args(args)
+            .env_remove("A2A_CONFIG")
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    let (code, out, _) = run(&["--help"]);
+    assert_eq!(code, Some(0), "{out}");
+    for command in [
+        "serve",
+        "migrate",
+        "keys",
+        "agents",
+        "healthcheck",
+        "A2A_LISTEN",
+    ] {
+        assert!(out.contains(command), "{command}: {out}");
+    }
+    let (code, out, _) = run(&["agents", "replace", "--help"]);
+    assert!(code == Some(0) && out.contains("--if-match"), "{out}");
+    for (args, want) in [
+        (&["frobnicate"][..], 2),
+        (&["healthcheck", "extra"], 2),
+        (&["keys"], 1),
+        (&["keys", "create"], 1),
+        (&["agents", "frobnicate"], 1),
+    ] {
+        let (code, out, err) = run(args);
+        assert_eq!(code, Some(want), "{args:?}: {err}");
+        assert!(out.is_empty() && !err.is_empty(), "{args:?}: {out}");
+    }
+}
+
 /// L4: the binary refuses to listen beyond loopback without `[auth]` (exit 78, the message
 /// naming the fixes), and starts, with a warning, once the operator opts in with
 /// `A2A_ALLOW_UNAUTHENTICATED=true`.

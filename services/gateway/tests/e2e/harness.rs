@@ -321,10 +321,12 @@ pub struct SseEvent {
     pub data: Value,
 }
 
-/// A minimal SSE reader over a reqwest body.
+/// An SSE reader over a reqwest body, on the client's parser (`a2a_client::sse`): the
+/// repository's one SSE parser, so the tests read streams by the rules the clients do.
 pub struct SseStream {
     body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buf: String,
+    parser: a2a_client::sse::SseParser,
+    parsed: std::collections::VecDeque<a2a_client::sse::SseEvent>,
     pub content_type: String,
 }
 
@@ -337,7 +339,8 @@ impl SseStream {
             .unwrap_or_default();
         Self {
             body: resp.bytes_stream().boxed(),
-            buf: String::new(),
+            parser: a2a_client::sse::SseParser::new(16 << 20),
+            parsed: Default::default(),
             content_type,
         }
     }
@@ -345,36 +348,22 @@ impl SseStream {
     /// The next event, or `None` when the server closed the stream. Panics after 10 s of silence.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
-                let mut ev = SseEvent {
-                    id: None,
-                    event: None,
-                    data: Value::Null,
-                };
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("data:") {
-                        data.push_str(v.trim_start());
-                    } else if let Some(v) = line.strip_prefix("id:") {
-                        ev.id = Some(v.trim().to_owned());
-                    } else if let Some(v) = line.strip_prefix("event:") {
-                        ev.event = Some(v.trim().to_owned());
-                    }
-                }
-                if data.is_empty() {
-                    continue; // a keep-alive comment
-                }
-                ev.data = serde_json::from_str(&data).expect("SSE data is JSON");
-                return Some(ev);
+            if let Some(ev) = self.parsed.pop_front() {
+                return Some(SseEvent {
+                    id: ev.id,
+                    event: ev.event,
+                    data: serde_json::from_str(&ev.data).expect("SSE data is JSON"),
+                });
             }
             match tokio::time::timeout(Duration::from_secs(10), self.body.next())
                 .await
                 .expect("an SSE event within 10 s")
             {
-                Some(chunk) => self
-                    .buf
-                    .push_str(std::str::from_utf8(&chunk.unwrap()).unwrap()),
+                Some(chunk) => self.parsed.extend(
+                    self.parser
+                        .push(&chunk.unwrap())
+                        .expect("a well-formed SSE stream"),
+                ),
                 None => return None,
             }
         }

@@ -60,12 +60,13 @@ fn json(raw: &str) -> Value {
     serde_json::from_str(raw.trim()).unwrap_or_else(|e| panic!("{e}: {raw}"))
 }
 
-/// The `data:` payloads of an SSE answer.
+/// The `data:` payloads of an SSE answer (read by the client's parser).
 fn sse(raw: &str) -> Vec<Value> {
-    raw.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(json)
-        .collect()
+    let mut parser = a2a_client::sse::SseParser::new(raw.len());
+    let mut events = parser.push(raw.as_bytes()).expect("an SSE answer");
+    // curl's output may end without the blank line that dispatches the last event.
+    events.extend(parser.push(b"\n\n").expect("an SSE answer"));
+    events.iter().map(|e| json(&e.data)).collect()
 }
 
 fn state(task: &Value) -> &str {

@@ -203,9 +203,11 @@ async fn a_0_3_config_gets_the_task_in_the_0_3_shape() {
     // The first event names the task; a 1.0 client adds its webhook while the task runs (its
     // chunks a second apart leave time for that on a loaded machine: a config added after the
     // end would get the finished task, not the completion event this test waits for).
-    let first = String::from_utf8(sse.next().await.unwrap().unwrap().to_vec()).unwrap();
-    let data = first.lines().find_map(|l| l.strip_prefix("data:")).unwrap();
-    let task_id = serde_json::from_str::<Value>(data.trim()).unwrap()["result"]["id"]
+    let first = sse.next().await.unwrap().unwrap();
+    let events = a2a_client::sse::SseParser::new(1 << 20)
+        .push(&first)
+        .unwrap();
+    let task_id = serde_json::from_str::<Value>(&events[0].data).unwrap()["result"]["id"]
         .as_str()
         .unwrap()
         .to_owned();

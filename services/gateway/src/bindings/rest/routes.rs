@@ -8,6 +8,7 @@
 //!   task id);
 //! - a known path with the wrong verb is 405 (with the allowed verbs), anything else 404.
 
+use a2a_types::Method as A2aMethod;
 use axum::http::Method;
 
 /// One A2A operation with the identifiers its path carries.
@@ -27,20 +28,20 @@ pub enum Op {
 }
 
 impl Op {
-    /// The A2A method name (as in JSON-RPC and gRPC).
-    pub fn method(&self) -> &'static str {
+    /// The A2A method of the route.
+    pub fn method(&self) -> A2aMethod {
         match self {
-            Op::SendMessage => "SendMessage",
-            Op::SendStreamingMessage => "SendStreamingMessage",
-            Op::GetTask { .. } => "GetTask",
-            Op::ListTasks => "ListTasks",
-            Op::CancelTask { .. } => "CancelTask",
-            Op::SubscribeToTask { .. } => "SubscribeToTask",
-            Op::CreatePushConfig { .. } => "CreateTaskPushNotificationConfig",
-            Op::GetPushConfig { .. } => "GetTaskPushNotificationConfig",
-            Op::ListPushConfigs { .. } => "ListTaskPushNotificationConfigs",
-            Op::DeletePushConfig { .. } => "DeleteTaskPushNotificationConfig",
-            Op::GetExtendedAgentCard => "GetExtendedAgentCard",
+            Op::SendMessage => A2aMethod::SendMessage,
+            Op::SendStreamingMessage => A2aMethod::SendStreamingMessage,
+            Op::GetTask { .. } => A2aMethod::GetTask,
+            Op::ListTasks => A2aMethod::ListTasks,
+            Op::CancelTask { .. } => A2aMethod::CancelTask,
+            Op::SubscribeToTask { .. } => A2aMethod::SubscribeToTask,
+            Op::CreatePushConfig { .. } => A2aMethod::CreateTaskPushNotificationConfig,
+            Op::GetPushConfig { .. } => A2aMethod::GetTaskPushNotificationConfig,
+            Op::ListPushConfigs { .. } => A2aMethod::ListTaskPushNotificationConfigs,
+            Op::DeletePushConfig { .. } => A2aMethod::DeleteTaskPushNotificationConfig,
+            Op::GetExtendedAgentCard => A2aMethod::GetExtendedAgentCard,
         }
     }
 }

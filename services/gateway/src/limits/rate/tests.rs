@@ -35,9 +35,9 @@ async fn a_burst_passes_then_the_caller_waits() {
 #[tokio::test]
 async fn sends_cost_more_than_reads() {
     let rl = limiter("[limits.rate]\nprincipal = { rate = 1, burst = 10 }");
-    assert_eq!(rl.cost("SendMessage"), 5);
-    assert_eq!(rl.cost("GetTask"), 1);
-    assert_eq!(rl.cost("nonsense"), 1);
+    assert_eq!(rl.cost(Some(Method::SendMessage)), 5);
+    assert_eq!(rl.cost(Some(Method::GetTask)), 1);
+    assert_eq!(rl.cost(None), 1);
     let owner = "alice".to_owned();
     rl.check_principal(&owner, 5).await.unwrap();
     rl.check_principal(&owner, 5).await.unwrap();
@@ -61,7 +61,7 @@ async fn overrides_by_principal_and_by_key_id() {
         burst = 20
         "#,
     );
-    assert_eq!(rl.cost("GetTask"), 2);
+    assert_eq!(rl.cost(Some(Method::GetTask)), 2);
     let vip = rl.check_principal(&"vip".into(), 1).await.unwrap().unwrap();
     assert_eq!(vip.policy.burst, 50);
     let ci = "apikey:key:config:ci".to_owned();
