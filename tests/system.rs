@@ -53,7 +53,7 @@ async fn upstream_hangs_then_dies() {
 /// writes (`Runner::create`: `create_with`, then `put_push_config`). A replica killed between
 /// them leaves a task without its config; a survivor takes the turn over and completes it, the
 /// client's keyed retry is answered from the task, and the webhook never hears of it (seen in
-/// 1 of 2 runs: `the webhook got [], the log is [...]`). Enable it once the task, its inline
+/// both runs since the follow-up fix: `the webhook got [], the log is [...]`). Enable it once the task, its inline
 /// config and the config's progress are written in one transaction.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs outbox: a task and its inline push config are two writes (see the comment)"]
