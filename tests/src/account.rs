@@ -2,7 +2,8 @@
 //! acknowledged send has its task, every task's event log is gap-free and ends terminal, every
 //! followed stream saw the log's events in order with no gap (duplicates after a resume are
 //! counted apart), every event of a task with a push config reached the receiver at least once in
-//! order, no task is left SUBMITTED/WORKING, and no idempotency key made two tasks.
+//! order, no task is left SUBMITTED/WORKING, no idempotency key made two tasks, and no turn ran
+//! twice upstream ([`crate::upstream`]).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ pub struct Report {
     pub tasks: usize,
     pub streams: usize,
     pub pushed: usize,
+    /// Turns the upstream ran, and how many of them more than once (each also a `lost` line).
+    pub upstream_turns: usize,
+    pub twice: usize,
 }
 
 impl Report {
@@ -47,14 +51,16 @@ impl Report {
                 .join(" ")
         };
         format!(
-            "| {:<16} | {:>5} | {:>5} | {:>7} | {:>7} | {:>7} | {:>5} | {:>4} | {} |",
+            "| {:<16} | {:>5} | {:>5} | {:>7} | {:>7} | {:>7} | {:>6} | {:>5} | {:>5} | {:>4} | {} |",
             self.scenario,
             self.operations,
             self.tasks,
             self.retries,
             self.streams,
             self.resumed,
+            self.pushed,
             self.duplicates,
+            self.twice,
             self.lost.len(),
             errors
         )
@@ -62,16 +68,18 @@ impl Report {
 
     pub fn header() -> String {
         format!(
-            "| {:<16} | {:>5} | {:>5} | {:>7} | {:>7} | {:>7} | {:>5} | {:>4} | errors by kind |\n|{}|",
+            "| {:<16} | {:>5} | {:>5} | {:>7} | {:>7} | {:>7} | {:>6} | {:>5} | {:>5} | {:>4} | errors by kind |\n|{}|",
             "scenario",
             "ops",
             "tasks",
             "retries",
             "streams",
             "resumed",
+            "pushed",
             "dups",
+            "twice",
             "lost",
-            "-".repeat(100)
+            "-".repeat(116)
         )
     }
 }
@@ -258,6 +266,18 @@ pub async fn account(scenario: &str, top: &Topology, ledger: &LedgerInner) -> Re
                 ));
             }
         }
+    }
+    match crate::upstream::ran(top.upstream_port).await {
+        Ok(ran) => {
+            report.upstream_turns = ran.turns;
+            report.twice = ran.twice.len();
+            for (message, n) in &ran.twice {
+                report.lost.push(format!(
+                    "the turn of message {message} ran {n} times upstream"
+                ));
+            }
+        }
+        Err(e) => report.lost.push(format!("the upstream's turns: {e}")),
     }
     pool.close().await;
     report

@@ -118,3 +118,109 @@ pub async fn all_in_sequence(top: &mut Topology) {
     pause(2).await;
     upstream_hangs_then_dies(top).await;
 }
+
+/// A number in `0..n` (the kill schedule; uuid's generator, no extra crate).
+fn random_below(n: u64) -> u64 {
+    (uuid::Uuid::new_v4().as_u128() % u128::from(n.max(1))) as u64
+}
+
+/// How many replicas [`random_replica_kills`] kills (one at a time, each started again before
+/// the next): about 30 s of kills under a send loop with push configs.
+pub const RANDOM_KILLS: usize = 8;
+
+/// `kill -9` of a random replica at a random moment (0.3–2.5 s apart), [`RANDOM_KILLS`] times,
+/// each started again before the next kill: with short turns committing and publishing all the
+/// time, some kills land between a commit and its publish (what the event log and the push
+/// worker's reconciliation must make up for), some while a turn is being sent upstream (the
+/// survivor re-sends it under the same key, and the upstream must run it once).
+pub async fn random_replica_kills(top: &mut Topology) {
+    let started = std::time::Instant::now();
+    for _ in 0..RANDOM_KILLS {
+        tokio::time::sleep(Duration::from_millis(300 + random_below(2200))).await;
+        let i = random_below(top.replicas.len() as u64) as usize;
+        println!(
+            "kill -9 gateway-{} at {:.1} s",
+            i + 1,
+            started.elapsed().as_secs_f64()
+        );
+        top.kill_replica(i);
+        top.restart_replica(i).await;
+    }
+}
+
+/// Redis, without any persistence, killed (SIGKILL, by PID) and started again on its port after
+/// 3 s: every stream, consumer group and pending entry is gone. The replicas' followers and the
+/// workers must resume (the group is recreated), and the push worker must deliver what the lost
+/// stream held from the event log.
+pub async fn redis_restart_without_persistence(top: &mut Topology) {
+    top.redis.stop().expect("redis stops");
+    pause(3).await;
+    top.redis.start_again().expect("redis starts again");
+    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    let keys: i64 = redis::cmd("DBSIZE")
+        .query_async(&mut conn)
+        .await
+        .expect("DBSIZE");
+    println!("Redis restarted empty ({keys} keys right after the restart)");
+}
+
+/// Replica 1 (started behind the PostgreSQL proxy, [`Options::partitionable`]) cut off from
+/// PostgreSQL for 12 s while turns run on it (a black hole: its connections stay open, nothing
+/// goes through), then healed (what it sent meanwhile arrives late). Its dispatch lease lapses:
+/// the others take its turns over, and when the partition heals its late commits are refused
+/// (fenced), so no turn is sent upstream twice and nothing is lost.
+///
+/// [`Options::partitionable`]: crate::topology::Options::partitionable
+pub async fn partition_replica_from_postgres(top: &mut Topology) {
+    let proxy = top.pg_proxy.as_ref().expect("a replica behind the proxy");
+    let before = proxy.forwarded();
+    crate::proxy::wait_traffic(proxy, before, Duration::from_secs(10)).await;
+    proxy.black_hole();
+    println!("gateway-1 cut off from PostgreSQL");
+    pause(12).await;
+    let proxy = top.pg_proxy.as_ref().expect("a replica behind the proxy");
+    proxy.heal();
+    println!("gateway-1 reaches PostgreSQL again");
+    assert!(
+        top.replicas[0].running(),
+        "the partitioned replica died:\n{}",
+        top.replicas[0].tail(30)
+    );
+}
+
+/// Large answers (two 1 MiB chunks per send, [`crate::load::BIG_CYCLE`]) for 20 s beside the
+/// steady load, on a Redis of 64 MiB (`Options::redis_maxmemory`, `noeviction`): it fills and
+/// then refuses writes (OOM); the gateway must answer sends (or refuse them as retryable) and
+/// deliver every acknowledged one. Prints Redis's memory and rejections at the end.
+pub async fn large_payloads_on_a_small_redis(top: &mut Topology) {
+    pause(20).await;
+    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    let info: String = redis::cmd("INFO")
+        .arg("all")
+        .query_async(&mut conn)
+        .await
+        .expect("INFO");
+    let pick = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or("?")
+            .trim()
+            .to_owned()
+    };
+    println!(
+        "Redis: used_memory {} (maxmemory {}), rejected OOM commands: {}",
+        pick("used_memory_human"),
+        pick("maxmemory_human"),
+        info.lines()
+            .find(|l| l.starts_with("errorstat_OOM:"))
+            .unwrap_or("errorstat_OOM: none")
+    );
+}

@@ -6,13 +6,17 @@ pub mod account;
 pub mod faults;
 pub mod load;
 pub mod process;
+pub mod proxy;
+pub mod tenants;
 pub mod topology;
+pub mod upstream;
+pub mod webhook;
 
 use std::time::Duration;
 
 use account::Report;
-use load::Load;
-use topology::Topology;
+use load::{Load, Op};
+use topology::{Options, Topology};
 
 /// `A2A_SYSTEM_LONG=1`: the soak mode (longer load around every fault, and the soak test).
 pub fn long_mode() -> bool {
@@ -34,14 +38,37 @@ pub const CLIENTS_PER_BINDING: usize = 2;
 /// Starts the topology, runs the load, applies `fault` during it, stops the load, counts what
 /// was lost, prints the row, and fails on any loss or wrong answer.
 pub async fn run_scenario(name: &str, fault: impl AsyncFnOnce(&mut Topology)) -> Report {
-    let mut top = Topology::start().await;
-    let load = Load::start(&top.lb(), &top.receiver.url(""), CLIENTS_PER_BINDING);
+    run_scenario_with(
+        name,
+        Options::default(),
+        &[(&load::CYCLE, CLIENTS_PER_BINDING)],
+        fault,
+    )
+    .await
+}
+
+/// [`run_scenario`] on a topology started with `options`, under the clients of `mix` (each
+/// `(cycle, clients per binding)`).
+pub async fn run_scenario_with(
+    name: &str,
+    options: Options,
+    mix: &[(&'static [Op], usize)],
+    fault: impl AsyncFnOnce(&mut Topology),
+) -> Report {
+    let mut top = Topology::start_with(options).await;
+    let load = Load::start_mix(&top.lb(), &top.receiver.url(""), mix);
     let (before, after) = load_around();
     tokio::time::sleep(before).await;
     fault(&mut top).await;
     tokio::time::sleep(after).await;
     let ledger = load.stop().await;
     let report = account::account(name, &top, &ledger).await;
+    check(name, &top, &report);
+    report
+}
+
+/// Prints the row; fails on any loss or wrong answer, or when the load did nothing.
+pub fn check(name: &str, top: &Topology, report: &Report) {
     println!("{}\n{}", Report::header(), report.line());
     assert!(
         report.lost.is_empty(),
@@ -54,7 +81,6 @@ pub async fn run_scenario(name: &str, fault: impl AsyncFnOnce(&mut Topology)) ->
         report.tasks > 0 && report.streams > 0,
         "{name}: the load did nothing"
     );
-    report
 }
 
 /// The soak: the load alone for `A2A_SYSTEM_SOAK_SECS` (default 300 in the long mode, else 60),

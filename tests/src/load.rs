@@ -141,7 +141,7 @@ fn json_of<T: serde::Serialize>(v: &T) -> Value {
 }
 
 /// A send of a `scenario` script to the upstream agent.
-fn send(script: Value, push: Option<&str>, return_immediately: bool) -> SendMessageRequest {
+pub fn send(script: Value, push: Option<&str>, return_immediately: bool) -> SendMessageRequest {
     let mut configuration = json!({"returnImmediately": return_immediately});
     if let Some(url) = push {
         configuration["taskPushNotificationConfig"] = json!({"url": url, "token": "sys"});
@@ -155,16 +155,24 @@ fn send(script: Value, push: Option<&str>, return_immediately: bool) -> SendMess
     .expect("a valid SendMessageRequest")
 }
 
-#[derive(Clone, Copy)]
-enum Op {
-    Blocking { push: bool },
+/// One operation of a client's cycle.
+#[derive(Clone, Copy, Debug)]
+pub enum Op {
+    Blocking {
+        push: bool,
+    },
     Stream,
-    Subscribe { push: bool },
+    Subscribe {
+        push: bool,
+    },
     FollowUp,
     Cancel,
+    /// A blocking send with a push config whose answer is two artifact chunks of 1 MiB each.
+    Big,
 }
 
-const CYCLE: [Op; 7] = [
+/// The steady mix every scenario runs.
+pub const CYCLE: [Op; 7] = [
     Op::Blocking { push: false },
     Op::Stream,
     Op::Subscribe { push: true },
@@ -173,6 +181,20 @@ const CYCLE: [Op; 7] = [
     Op::Blocking { push: true },
     Op::Subscribe { push: false },
 ];
+
+/// A send loop with push configs: every operation's task has one (short turns, so many commits
+/// and publishes per second).
+pub const PUSH_CYCLE: [Op; 3] = [
+    Op::Blocking { push: true },
+    Op::Subscribe { push: true },
+    Op::Blocking { push: true },
+];
+
+/// Sends whose answers are large (1 MiB chunks), with push configs.
+pub const BIG_CYCLE: [Op; 1] = [Op::Big];
+
+/// Bytes of each large chunk ([`Op::Big`]).
+pub const BIG_BYTES: u64 = 1024 * 1024;
 
 struct Client {
     kind: BindingKind,
@@ -213,15 +235,22 @@ impl Load {
     /// `per_binding` clients on each binding against the balancer at `lb`; push configs point
     /// at `hook` (the receiver's URL prefix).
     pub fn start(lb: &str, hook: &str, per_binding: usize) -> Self {
+        Self::start_mix(lb, hook, &[(&CYCLE, per_binding)])
+    }
+
+    /// Clients for each `(cycle, per_binding)` of `mix`, all in one ledger.
+    pub fn start_mix(lb: &str, hook: &str, mix: &[(&'static [Op], usize)]) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let ledger = Arc::new(Ledger::default());
         let mut handles = Vec::new();
-        for (i, kind) in BindingKind::ALL
-            .into_iter()
-            .cycle()
-            .take(3 * per_binding)
-            .enumerate()
-        {
+        let clients = mix.iter().flat_map(|(cycle, per_binding)| {
+            BindingKind::ALL
+                .into_iter()
+                .cycle()
+                .take(3 * per_binding)
+                .map(move |kind| (*cycle, kind))
+        });
+        for (i, (cycle, kind)) in clients.enumerate() {
             let others = BindingKind::ALL
                 .into_iter()
                 .filter(|k| *k != kind)
@@ -240,7 +269,7 @@ impl Load {
                 let mut step = i;
                 while !stop.load(Ordering::Relaxed) {
                     let failed = client.ledger.with(|l| l.failures.len());
-                    client.run(CYCLE[step % CYCLE.len()], step).await;
+                    client.run(cycle[step % cycle.len()], step).await;
                     step += 1;
                     // A failed operation is reported once; do not spin on the same failure.
                     if client.ledger.with(|l| l.failures.len()) > failed {
@@ -276,6 +305,7 @@ impl Client {
             Op::Subscribe { push } => self.subscribe(&name, push, step).await,
             Op::FollowUp => self.follow_up(&name).await,
             Op::Cancel => self.cancel(&name).await,
+            Op::Big => self.big(&name).await,
         }
     }
 
@@ -367,6 +397,24 @@ impl Client {
                 .fail(format!("{what}: a blocking send answered {state}"));
         }
         self.ack(&task, push);
+    }
+
+    async fn big(&self, what: &str) {
+        let key = uuid::Uuid::new_v4().to_string();
+        let req = send(
+            json!({"chunks": 2, "padBytes": BIG_BYTES}),
+            self.hook_url(true, &key).as_deref(),
+            false,
+        );
+        let Some(task) = self.send_keyed(what, req, &key).await else {
+            return;
+        };
+        let state = state_of(&json!({ "task": task })).to_owned();
+        if !is_terminal(&state) {
+            self.ledger
+                .fail(format!("{what}: a blocking send answered {state}"));
+        }
+        self.ack(&task, true);
     }
 
     async fn stream(&self, what: &str) {

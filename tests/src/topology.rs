@@ -13,6 +13,7 @@ use a2a_testing::receiver::Receiver;
 use a2a_testing::{PgServer, RedisServer, TestDatabase};
 
 use crate::process::{Proc, free_ports, wait_ready};
+use crate::proxy::TcpProxy;
 
 /// How long a replica has to stop after SIGTERM (its drain bound is 10 s).
 pub const STOP_LIMIT: Duration = Duration::from_secs(30);
@@ -99,6 +100,28 @@ fn ensure_haproxy() {
     });
 }
 
+/// What a scenario changes in the topology.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Redis with its append-only file (what a deployment runs); `false`: no persistence at all
+    /// (`--save '' --appendonly no`), so a restart loses every stream and group.
+    pub redis_aof: bool,
+    /// This replica reaches PostgreSQL through a [`TcpProxy`] that can black-hole it.
+    pub partitionable: Option<usize>,
+    /// Redis's `maxmemory` (with `noeviction`), set before anything uses it.
+    pub redis_maxmemory: Option<&'static str>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            redis_aof: true,
+            partitionable: None,
+            redis_maxmemory: None,
+        }
+    }
+}
+
 /// A replica's fixed ports: it comes back on them after a restart.
 #[derive(Clone, Copy)]
 pub struct Ports {
@@ -120,12 +143,19 @@ pub struct Topology {
     worker_ports: Vec<u16>,
     pub haproxy: Option<Proc>,
     pub lb_port: u16,
+    /// Between replica `options.partitionable` and PostgreSQL.
+    pub pg_proxy: Option<TcpProxy>,
+    options: Options,
     key: PathBuf,
     config: PathBuf,
 }
 
 impl Topology {
     pub async fn start() -> Self {
+        Self::start_with(Options::default()).await
+    }
+
+    pub async fn start_with(options: Options) -> Self {
         let dir = std::env::temp_dir().join(format!("a2a-system-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).expect("the run directory");
         let bins = tokio::task::spawn_blocking(|| {
@@ -142,10 +172,19 @@ impl Topology {
                 .expect("a private PostgreSQL"),
         );
         let db = TestDatabase::create_on(&pg).await.expect("a database");
-        let redis = tokio::task::spawn_blocking(RedisServer::start_with_aof)
-            .await
-            .unwrap()
-            .expect("a private redis-server with AOF");
+        let redis = tokio::task::spawn_blocking(move || {
+            if options.redis_aof {
+                RedisServer::start_with_aof()
+            } else {
+                RedisServer::start()
+            }
+        })
+        .await
+        .unwrap()
+        .expect("a private redis-server");
+        if let Some(limit) = options.redis_maxmemory {
+            limit_memory(&redis, limit).await;
+        }
         let receiver = Receiver::start().await;
 
         let migrate = Command::new(bins.join("a2a-gateway"))
@@ -166,12 +205,22 @@ impl Topology {
         let key = dir.join("push.pem");
         std::fs::write(&key, &key_pem.stdout).unwrap();
 
-        let ports = free_ports(10);
+        let ports = free_ports(11);
         let (upstream_port, lb_port) = (ports[0], ports[1]);
         let worker_ports = vec![ports[2], ports[3]];
         let config = dir.join("gateway.toml");
         std::fs::write(&config, gateway_config(upstream_port)).unwrap();
-        let replica_ports: Vec<Ports> = ports[4..]
+        let pg_proxy = match options.partitionable {
+            Some(_) => Some(
+                TcpProxy::start(
+                    ([127, 0, 0, 1], ports[10]).into(),
+                    ([127, 0, 0, 1], pg.port()).into(),
+                )
+                .await,
+            ),
+            None => None,
+        };
+        let replica_ports: Vec<Ports> = ports[4..10]
             .chunks(2)
             .map(|p| Ports {
                 public: p[0],
@@ -198,6 +247,8 @@ impl Topology {
             worker_ports,
             haproxy: None,
             lb_port,
+            pg_proxy,
+            options,
             key,
             config,
         };
@@ -229,11 +280,19 @@ impl Topology {
 
     fn spawn_replica(&self, i: usize) -> Proc {
         let ports = self.replica_ports[i];
+        let db_url = match &self.pg_proxy {
+            Some(proxy) if self.options.partitionable == Some(i) => format!(
+                "postgres://postgres@127.0.0.1:{}/{}",
+                proxy.addr.port(),
+                self.db.name()
+            ),
+            _ => self.db.url().to_owned(),
+        };
         let mut cmd = Command::new(bin_dir().join("a2a-gateway"));
         cmd.env_clear()
             .envs(base_env())
             .env("A2A_CONFIG", &self.config)
-            .env("A2A_DATABASE_URL", self.db.url())
+            .env("A2A_DATABASE_URL", db_url)
             .env("A2A_REDIS_URL", self.redis.url())
             .env("A2A_REDIS_PREFIX", "sys:")
             .env("A2A_LISTEN", format!("127.0.0.1:{}", ports.public))
@@ -407,6 +466,24 @@ impl Drop for Topology {
         if std::env::var_os("A2A_SYSTEM_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// `maxmemory` `limit` with `noeviction`: writes past it are refused (OOM), nothing is evicted.
+async fn limit_memory(redis: &RedisServer, limit: &str) {
+    let client = redis::Client::open(redis.url()).expect("the Redis URL");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("Redis answers");
+    for (k, v) in [("maxmemory", limit), ("maxmemory-policy", "noeviction")] {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg(k)
+            .arg(v)
+            .query_async(&mut conn)
+            .await
+            .expect("CONFIG SET");
     }
 }
 

@@ -1,7 +1,8 @@
 //! `scenario` (tenant `scenario`): a scriptable agent for tests and benchmarks. The first data
-//! part of the message is the script, `{"chunks": N, "delayMs": M, "end": E}` (all optional;
-//! defaults 1, 0, `"completed"`). It goes WORKING, emits N text chunks of one artifact
-//! (`append` / `lastChunk`) M ms apart, then ends as E: `completed`, `failed`, `rejected`,
+//! part of the message is the script, `{"chunks": N, "delayMs": M, "padBytes": P, "end": E}` (all
+//! optional; defaults 1, 0, 0, `"completed"`). It goes WORKING, emits N text chunks of one artifact
+//! (`append` / `lastChunk`) M ms apart, each with a second text part of P bytes when P > 0 (large
+//! payloads for tests of a bounded bus, up to 4 MiB), then ends as E: `completed`, `failed`, `rejected`,
 //! `input-required` (the next message on the task completes it), `auth-required`, `message`
 //! (reply with a Message, no task) or `hang` (stays WORKING until canceled, or until the
 //! runner fails the turn at its maximum duration, `limits.max_turn_secs`). A test tool: off
@@ -20,6 +21,7 @@ pub struct ScenarioAgent;
 /// Bounds that keep one request from occupying the gateway without limit.
 const MAX_CHUNKS: u64 = 100_000;
 const MAX_DELAY_MS: u64 = 60_000;
+const MAX_PAD_BYTES: u64 = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
@@ -36,6 +38,7 @@ enum End {
 struct Script {
     chunks: u64,
     delay_ms: u64,
+    pad_bytes: u64,
     end: End,
 }
 
@@ -44,6 +47,7 @@ impl Script {
         let mut script = Script {
             chunks: 1,
             delay_ms: 0,
+            pad_bytes: 0,
             end: End::Completed,
         };
         let Some((index, data)) =
@@ -87,6 +91,9 @@ impl Script {
         }
         if let Some(ms) = number("delayMs", MAX_DELAY_MS)? {
             script.delay_ms = ms;
+        }
+        if let Some(n) = number("padBytes", MAX_PAD_BYTES)? {
+            script.pad_bytes = n;
         }
         if let Some(end) = obj.get("end") {
             script.end = match end.as_str() {
@@ -156,10 +163,15 @@ impl Agent for ScenarioAgent {
             if i > 0 && script.delay_ms > 0 {
                 tokio::time::sleep(Duration::from_millis(script.delay_ms)).await;
             }
+            let mut parts = vec![text_part(format!("chunk {i}"))];
+            if script.pad_bytes > 0 {
+                // Bounded by MAX_PAD_BYTES above.
+                parts.push(text_part("x".repeat(script.pad_bytes as usize)));
+            }
             let artifact = Artifact {
                 artifact_id: "scenario-output".into(),
                 name: "output".into(),
-                parts: vec![text_part(format!("chunk {i}"))],
+                parts,
                 ..Default::default()
             };
             events
@@ -222,6 +234,9 @@ mod tests {
         ))
         .unwrap();
         assert_eq!((s.chunks, s.delay_ms, s.end), (1, 10, End::InputRequired));
+        let s =
+            Script::from_request(&request_with(serde_json::json!({"padBytes": 1048576}))).unwrap();
+        assert_eq!(s.pad_bytes, 1 << 20);
     }
 
     #[test]
@@ -237,5 +252,10 @@ mod tests {
             matches!(err, A2aError::InvalidParams { ref field, .. } if field == "message.parts[1].data.chunks")
         );
         assert!(Script::from_request(&request_with(serde_json::json!({"chunks": 1.5}))).is_err());
+        let err = Script::from_request(&request_with(serde_json::json!({"padBytes": 5 << 20})))
+            .unwrap_err();
+        assert!(
+            matches!(err, A2aError::InvalidParams { ref field, .. } if field == "message.parts[1].data.padBytes")
+        );
     }
 }

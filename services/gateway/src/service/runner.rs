@@ -278,6 +278,10 @@ impl A2aService {
         };
 
         let priority = Priority::from_metadata([message.metadata.as_ref(), req.metadata.as_ref()]);
+        // Why the task cannot take this message (terminal, or not asking for input), said only
+        // after the key is looked up: a keyed retry whose first send already moved the task on
+        // (its answer lost with a replica) is answered from that send, not refused.
+        let mut refusal = None;
         let (agent, task, continues, upstream, turn, epoch, upstream_key) =
             if message.task_id.is_empty() {
                 let agent = self
@@ -297,7 +301,8 @@ impl A2aService {
                     .map(|(key, _)| idempotency::upstream_key(&ctx.owner, key));
                 (agent, None, None, None, 1, 0, upstream_key)
             } else {
-                let rec = self.continuable_task(ctx, &req.tenant, &message).await?;
+                let rec = self.task_to_continue(ctx, &req.tenant, &message).await?;
+                refusal = continuable(&rec.task).err();
                 message.context_id = rec.task.context_id.clone();
                 let agent = self.inner.agents.get(&rec.agent).ok_or_else(|| {
                     A2aError::Internal(format!(
@@ -368,6 +373,11 @@ impl A2aService {
                 }
             }
         };
+        // Not a retry of a send that reached the task: refused (a key claimed above is freed
+        // when its hold drops).
+        if let Some(e) = refusal {
+            return Err(e);
+        }
         // After the key: a retry that is answered from its first send starts no turn. A refused
         // send drops its key hold, which frees the key.
         let bytes = prost::Message::encoded_len(&message) as u64;
@@ -405,8 +415,9 @@ impl A2aService {
         Ok(Prepared::Turn(Box::new(turn), opts))
     }
 
-    /// The task a message continues: the caller's, with a matching context, interrupted.
-    async fn continuable_task(
+    /// The task a message continues: the caller's, with a matching context (whether it can
+    /// take the message is [`continuable`]).
+    async fn task_to_continue(
         &self,
         ctx: &RequestContext,
         tenant: &str,
@@ -429,22 +440,6 @@ impl A2aService {
                     rec.task.context_id, rec.task.id
                 ),
             ));
-        }
-        let state = state_of(&rec.task);
-        if is_terminal(state) {
-            return Err(A2aError::UnsupportedOperation(format!(
-                "task {} is {} and accepts no more messages; start a new task in context {}",
-                rec.task.id,
-                state.as_str_name(),
-                rec.task.context_id
-            )));
-        }
-        if !is_interrupted(state) {
-            return Err(A2aError::UnsupportedOperation(format!(
-                "task {} is {}; it accepts a message once it asks for input",
-                rec.task.id,
-                state.as_str_name()
-            )));
         }
         Ok(rec)
     }
@@ -968,6 +963,27 @@ struct Current {
     state: TaskState,
     /// When its status last changed, Unix milliseconds (where a taken-over turn queues).
     since_ms: i64,
+}
+
+/// Whether `task` can take another message: it asks for input (interrupted), and is not over.
+fn continuable(task: &Task) -> Result<(), A2aError> {
+    let state = state_of(task);
+    if is_terminal(state) {
+        return Err(A2aError::UnsupportedOperation(format!(
+            "task {} is {} and accepts no more messages; start a new task in context {}",
+            task.id,
+            state.as_str_name(),
+            task.context_id
+        )));
+    }
+    if !is_interrupted(state) {
+        return Err(A2aError::UnsupportedOperation(format!(
+            "task {} is {}; it accepts a message once it asks for input",
+            task.id,
+            state.as_str_name()
+        )));
+    }
+    Ok(())
 }
 
 impl Current {

@@ -244,6 +244,53 @@ async fn a_stream_retry_replays_the_task_and_its_events() {
     assert_eq!(gw.task_count().await, 1);
 }
 
+/// A follow-up retried with its key after its first send already moved the task on (the answer
+/// was lost, e.g. with the replica that sent it): answered from that send, not refused because
+/// the task no longer asks for input. Found by the system suite's random kills. A follow-up
+/// under a new key on the finished task is still refused.
+#[tokio::test]
+async fn a_follow_up_retry_is_answered_from_its_first_send() {
+    for binding in BINDINGS {
+        let gw = TestGateway::start().await;
+        let params = json!({"tenant": "scenario", "message": {"messageId": "m1",
+            "role": "ROLE_USER", "parts": [{"data": {"end": "input-required"}}]}});
+        let task = send_params(&gw, binding, params, Some("first"))
+            .await
+            .unwrap();
+        assert_eq!(
+            state(&task),
+            "TASK_STATE_INPUT_REQUIRED",
+            "{binding:?}: {task}"
+        );
+        let follow = json!({"tenant": "scenario", "message": {"messageId": "m2",
+            "role": "ROLE_USER", "taskId": task["id"], "parts": [{"text": "more"}]}});
+        let done = send_params(&gw, binding, follow.clone(), Some("second"))
+            .await
+            .unwrap();
+        assert_eq!(state(&done), "TASK_STATE_COMPLETED", "{binding:?}: {done}");
+        let again = send_params(&gw, binding, follow.clone(), Some("second"))
+            .await
+            .unwrap();
+        assert_eq!(again["id"], done["id"], "{binding:?}");
+        assert_eq!(
+            state(&again),
+            "TASK_STATE_COMPLETED",
+            "{binding:?}: {again}"
+        );
+        assert_eq!(
+            again["history"], done["history"],
+            "{binding:?}: the message ran once"
+        );
+        let refused = send_params(&gw, binding, follow, Some("third"))
+            .await
+            .unwrap_err();
+        assert!(
+            refused.message.contains("accepts no more messages"),
+            "{binding:?}: {refused:?}"
+        );
+    }
+}
+
 /// A send that reaches no task frees its key: the next send with it is dispatched again.
 #[tokio::test]
 async fn a_key_is_freed_when_no_task_was_created() {
