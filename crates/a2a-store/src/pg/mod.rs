@@ -21,6 +21,10 @@
 //! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`,
 //!   `purge_tasks` (up to its limit of tasks with all their rows), `purge_stale_leases`:
 //!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
+//! - outbox (`outbox.rs`): every create and append writes its row inside its own statement
+//!   (no round trip of its own); `outbox_published`: 1 statement for every commit acknowledged
+//!   since the last one; `relay_outbox`: a transaction of 2-3 statements per pass;
+//!   `outbox_depth`: 1.
 //! - `ping`: 1 statement on the dedicated health connection (`health.rs`), bounded; until the
 //!   schema matched once, the read of `_sqlx_migrations` instead.
 
@@ -31,6 +35,7 @@ mod delivery;
 mod dispatch;
 pub mod health;
 mod keys;
+mod outbox;
 mod push;
 mod read;
 mod retention;
@@ -445,6 +450,28 @@ impl TaskStore for PgTaskStore {
 
     async fn ping(&self) -> StoreResult<()> {
         self.health.check().await
+    }
+
+    fn has_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_published(&self, commits: &[(String, u64)]) -> StoreResult<u64> {
+        outbox::delete(&self.pool, commits).await
+    }
+
+    async fn relay_outbox(
+        &self,
+        older_than: Duration,
+        limit: usize,
+        inline_max: usize,
+        relay: &dyn crate::OutboxRelay,
+    ) -> StoreResult<crate::RelayPass> {
+        outbox::relay(&self.pool, older_than, limit, inline_max, relay).await
+    }
+
+    async fn outbox_depth(&self, count_up_to: u64) -> StoreResult<crate::OutboxDepth> {
+        outbox::depth(&self.pool, count_up_to).await
     }
 
     fn pool_stats(&self) -> Option<crate::PoolStats> {

@@ -72,7 +72,9 @@ impl Follow {
                     _ = shutdown.cancelled() => break 'follow,
                     item = bus.next() => match item {
                         Some(BusItem::Event(ev)) if ev.seq < next => continue 'follow,
-                        Some(BusItem::Event(ev)) if ev.seq == next => {
+                        // An announcement (the outbox relay did not carry the event): read the
+                        // log, below.
+                        Some(BusItem::Event(ev)) if ev.seq == next && !ev.is_announcement() => {
                             next += 1;
                             watched.waiting_for(next);
                             let ev = SeqEvent { seq: Some(ev.seq), event: (*ev.event).clone() };
