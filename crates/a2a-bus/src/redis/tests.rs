@@ -411,17 +411,26 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
             N
         );
     }
-    // The publisher's follower: every event, whole.
-    for seq in 1..=N + 1 {
-        let item = tokio::time::timeout(Duration::from_secs(5), here.next()).await;
-        match item.unwrap() {
+    // The publisher's follower: the events handed over at publish are whole (its reader may
+    // reach a reference first: then it is told to read the log), and the terminal one ends it.
+    let mut whole = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), here.next())
+            .await
+            .unwrap()
+        {
+            Some(BusItem::Lagged) => {}
             Some(BusItem::Event(ev)) => {
-                assert_eq!(ev.seq, seq);
                 assert!(!ev.is_announcement());
+                whole += 1;
+                if ev.seq == N + 1 {
+                    break;
+                }
             }
-            other => panic!("the publisher's follower gets event {seq}: {other:?}"),
+            None => panic!("ended before the terminal event"),
         }
     }
+    assert!(whole >= 1);
     // Another replica's follower: told to read the log for each reference, then the inline
     // terminal event, which ends the subscription.
     let mut lagged = 0;
