@@ -313,7 +313,8 @@ impl RedisEventBus {
             }
             // The size is known before encoding: a large event costs no copy here.
             let body = (!event.is_announcement()
-                && 1 + event.event.encoded_len() <= self.inline_max)
+                // One format byte, then the protobuf.
+                && event.event.encoded_len() < self.inline_max)
                 .then(|| encode(&event.event));
             if let Some(body) = &body {
                 fields.push(("e", body));

@@ -11,6 +11,9 @@ use async_trait::async_trait;
 use super::{new_task, status};
 use crate::{OutboxRelay, RelayPass, StoreError, TaskStore, Unpublished};
 
+/// What a [`Recorder`] saw of one commit.
+type Seen = (String, u64, Vec<(u64, bool)>);
+
 /// A relay that records what it is given and acknowledges it or not; when `nested` is set, it
 /// runs a second relay pass on the store from inside its own (as another replica would, at the
 /// same moment) and records what that one claimed.
@@ -31,7 +34,8 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    fn seen(&self) -> Vec<(String, u64, Vec<(u64, bool)>)> {
+    /// Per commit: task id, last sequence number, and per event whether it was read back.
+    fn seen(&self) -> Vec<Seen> {
         self.seen
             .lock()
             .unwrap()
