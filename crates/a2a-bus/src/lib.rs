@@ -3,6 +3,8 @@
 //!
 //! The bus is a notification channel, not the record: events are published *after* they are
 //! committed to the store, and a follower that lags or sees a gap re-reads the store's event log.
+//! What must still be published is the store's to remember (its outbox, relayed by the gateway
+//! until the bus acknowledged it), so a publish that fails is simply reported.
 //! *Boundary*: no bus knows SQL or HTTP.
 
 mod local;
@@ -24,17 +26,38 @@ pub use tap::{TAP_CAPACITY, tapped, tapped_with};
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;
 #[cfg(feature = "redis")]
-pub use redis::{RedisEventBus, decode_entry, events_key};
+pub use redis::{DEFAULT_INLINE_MAX, RedisEventBus, decode_entry, events_key};
 
 /// One committed event of one task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BusEvent {
     pub task_id: String,
     pub seq: u64,
+    /// The event; an event without a payload is an *announcement* ([`BusEvent::announcement`]):
+    /// the event `seq` is committed, read it from the task's event log.
     pub event: Arc<StreamResponse>,
     /// W3C `traceparent` of the request whose turn produced the event, so consumers (other
     /// replicas, the push worker) can continue its trace.
     pub trace: Option<String>,
+}
+
+impl BusEvent {
+    /// Says that event `seq` of `task_id` is committed without carrying it: what the outbox
+    /// relay publishes for an event it did not read back (larger than the inline limit), and
+    /// what a subscriber of a bus entry without its payload gets as [`BusItem::Lagged`].
+    pub fn announcement(task_id: String, seq: u64) -> Self {
+        Self {
+            task_id,
+            seq,
+            event: Arc::new(StreamResponse { payload: None }),
+            trace: None,
+        }
+    }
+
+    /// Whether this is an [`announcement`](Self::announcement): its readers read the log.
+    pub fn is_announcement(&self) -> bool {
+        self.event.payload.is_none()
+    }
 }
 
 /// What a subscription yields.

@@ -110,11 +110,13 @@ pub fn start(
                 _ = tokio::time::timeout(ROOM_WAIT, pipeline.wait_for_room()) => {}
             }
             // Deferred (the queue is full): the sweep finds the task behind its log.
+            let announced = event.is_announcement();
             pipeline.dispatch(Entry {
                 id: format!("{}/{}", event.task_id, event.seq),
                 task_id: event.task_id,
                 seq: event.seq,
-                event: Some(event.event),
+                // An announcement carries no event: the pipeline reads it from the log.
+                event: (!announced).then_some(event.event),
                 published_ms: Some(now_ms()),
                 trace: event.trace,
             });

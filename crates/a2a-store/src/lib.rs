@@ -477,6 +477,42 @@ pub trait TaskStore: Send + Sync + 'static {
     /// and artifacts.
     async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage>;
 
+    /// Whether commits write an outbox (PostgreSQL): then every create and append also records
+    /// its events as still to be published, in the same transaction, until
+    /// [`TaskStore::outbox_published`] deletes the record; what nobody deletes is relayed by
+    /// [`TaskStore::relay_outbox`]. A store without one (in memory) lives and dies with the
+    /// process that publishes its events, so it has nothing to recover.
+    fn has_outbox(&self) -> bool {
+        false
+    }
+
+    /// The commits `(task id, last sequence number)` whose events the bus acknowledged: their
+    /// outbox rows are deleted, all in one statement. Unknown ones are ignored (another
+    /// replica relayed and deleted them first).
+    async fn outbox_published(&self, _commits: &[(String, u64)]) -> StoreResult<u64> {
+        Ok(0)
+    }
+
+    /// The relay of commits left behind (by a replica that died between commit and publish, or
+    /// while the bus was unreachable): claims at most `limit` outbox rows older than
+    /// `older_than` that no other process has claimed, reads their events back (those larger
+    /// than `inline_max` bytes are not read: `None`), hands them to `relay`, and deletes the
+    /// rows it acknowledged, all in one transaction (the claim holds until it ends).
+    async fn relay_outbox(
+        &self,
+        _older_than: std::time::Duration,
+        _limit: usize,
+        _inline_max: usize,
+        _relay: &dyn OutboxRelay,
+    ) -> StoreResult<RelayPass> {
+        Ok(RelayPass::default())
+    }
+
+    /// How many rows the outbox holds (counted up to `count_up_to`) and how old its oldest is.
+    async fn outbox_depth(&self, _count_up_to: u64) -> StoreResult<OutboxDepth> {
+        Ok(OutboxDepth::default())
+    }
+
     /// Whether the backing service answers and holds this binary's schema (used by `/readyz`):
     /// bounded, and not through the request pool (see `pg::health`).
     async fn ping(&self) -> StoreResult<()> {
@@ -487,6 +523,45 @@ pub trait TaskStore: Send + Sync + 'static {
     fn pool_stats(&self) -> Option<PoolStats> {
         None
     }
+}
+
+/// The events of one commit that the store's outbox still holds (see
+/// [`TaskStore::relay_outbox`]): a commit of `task_id` whose publish was never acknowledged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unpublished {
+    pub task_id: String,
+    /// The last event of the commit (with `task_id`, what the outbox row is known by).
+    pub seq: u64,
+    /// The commit's events still in the log, in order: `None` for one larger than the inline
+    /// limit the relay asked for (not read back: the relay announces it, and its readers read
+    /// it from the log). Empty when the task is gone (retention deleted it).
+    pub events: Vec<(u64, Option<Arc<StreamResponse>>)>,
+}
+
+/// Publishes what [`TaskStore::relay_outbox`] read back, for the store (which knows no bus).
+#[async_trait]
+pub trait OutboxRelay: Send + Sync {
+    /// Publishes each commit's events, in order; answers, per commit, whether the bus
+    /// acknowledged all of them (only those rows are deleted).
+    async fn relay(&self, commits: &[Unpublished]) -> Vec<bool>;
+}
+
+/// What one [`TaskStore::relay_outbox`] pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayPass {
+    /// Outbox rows claimed (old enough and not claimed by another process).
+    pub claimed: u64,
+    /// Rows relayed and deleted.
+    pub relayed: u64,
+}
+
+/// How much the outbox holds (see [`TaskStore::outbox_depth`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OutboxDepth {
+    /// Rows, counted up to the bound asked.
+    pub rows: u64,
+    /// Age of the oldest row, seconds (0 when empty).
+    pub oldest_secs: f64,
 }
 
 /// A connection pool's state at one moment.

@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use metrics::Histogram;
 
 use crate::{
-    DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
-    PoolStats, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
-    TaskPage, TaskRecord, TaskStore, UpstreamRef,
+    DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OutboxDepth,
+    OutboxRelay, OwnerUsage, PoolStats, PushConfigPage, PushQuota, RelayPass, StoreError,
+    StoreResult, StoredEvent, TaskChange, TaskPage, TaskRecord, TaskStore, UpstreamRef,
 };
 
 /// The wrapped store, timed.
@@ -265,5 +265,31 @@ impl TaskStore for Metered {
 
     fn pool_stats(&self) -> Option<PoolStats> {
         self.inner.pool_stats()
+    }
+
+    fn has_outbox(&self) -> bool {
+        self.inner.has_outbox()
+    }
+
+    async fn outbox_published(&self, commits: &[(String, u64)]) -> StoreResult<u64> {
+        forward!(self, "outbox_published", outbox_published(commits))
+    }
+
+    async fn relay_outbox(
+        &self,
+        older_than: std::time::Duration,
+        limit: usize,
+        inline_max: usize,
+        relay: &dyn OutboxRelay,
+    ) -> StoreResult<RelayPass> {
+        forward!(
+            self,
+            "relay_outbox",
+            relay_outbox(older_than, limit, inline_max, relay)
+        )
+    }
+
+    async fn outbox_depth(&self, count_up_to: u64) -> StoreResult<OutboxDepth> {
+        forward!(self, "outbox_depth", outbox_depth(count_up_to))
     }
 }

@@ -3,9 +3,11 @@
 //! PostgreSQL store are held to exactly the same behaviour.
 
 mod bounds;
+mod outbox;
 mod retention;
 
 pub use bounds::*;
+pub use outbox::*;
 pub use retention::*;
 
 use a2a_types::state::state_of;
@@ -38,7 +40,8 @@ macro_rules! store_conformance_suite {
             last_seqs_report_each_existing_task,
             retention_deletes_exactly_the_expired_terminal_tasks,
             interrupted_tasks_are_found_oldest_first,
-            usage_counts_open_tasks_and_stored_bytes);
+            usage_counts_open_tasks_and_stored_bytes,
+            outbox_keeps_what_was_not_published);
     };
     (@cases $make:expr; $($case:ident),*) => {
         $(

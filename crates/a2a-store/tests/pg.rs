@@ -138,6 +138,26 @@ impl TaskStore for TestStore {
     async fn ping(&self) -> StoreResult<()> {
         self.store.ping().await
     }
+    fn has_outbox(&self) -> bool {
+        self.store.has_outbox()
+    }
+    async fn outbox_published(&self, commits: &[(String, u64)]) -> StoreResult<u64> {
+        self.store.outbox_published(commits).await
+    }
+    async fn relay_outbox(
+        &self,
+        older_than: std::time::Duration,
+        limit: usize,
+        inline_max: usize,
+        relay: &dyn a2a_store::OutboxRelay,
+    ) -> StoreResult<a2a_store::RelayPass> {
+        self.store
+            .relay_outbox(older_than, limit, inline_max, relay)
+            .await
+    }
+    async fn outbox_depth(&self, n: u64) -> StoreResult<a2a_store::OutboxDepth> {
+        self.store.outbox_depth(n).await
+    }
 }
 
 #[path = "pg/health.rs"]

@@ -51,7 +51,8 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     let mut bus: Arc<dyn EventBus> = match &config.redis_url {
         Some(url) => Arc::new(
             RedisEventBus::connect_lazy(url, &config.redis_prefix)
-                .map_err(|e| format!("A2A_REDIS_URL: {e}"))?,
+                .map_err(|e| format!("A2A_REDIS_URL: {e}"))?
+                .with_inline_max(config.outbox.inline_max),
         ),
         None => Arc::new(LocalEventBus::new()),
     };
@@ -114,6 +115,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         agent.start(shutdown.clone());
     }
     svc.start_expiry(config.file.retention.sweep_interval, shutdown.clone());
+    svc.start_outbox(config.outbox, shutdown.clone());
     crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
     Ok(svc)
 }

@@ -54,6 +54,16 @@ pub const ENV_VARS: &[(&str, &str)] = &[
     ),
     ("A2A_REDIS_URL", "Redis URL; unset = in-process event bus"),
     (
+        "A2A_REDIS_INLINE_MAX_BYTES",
+        "events whose encoding is larger are published to Redis as references (task id, \
+         sequence number, kind) that readers resolve from the event log; default 16384",
+    ),
+    (
+        "A2A_OUTBOX_RELAY_AFTER_MS",
+        "an outbox row (a commit not yet acknowledged by Redis) this old is relayed by any \
+         replica; default 5000",
+    ),
+    (
         "A2A_REDIS_PREFIX",
         "prefix of every Redis key the gateway uses (replicas of one deployment share it); \
          default `a2a:`",
@@ -128,6 +138,9 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
     pub redis_prefix: String,
+    /// The outbox relay and the bus's inline limit (`A2A_OUTBOX_RELAY_AFTER_MS`,
+    /// `A2A_REDIS_INLINE_MAX_BYTES`).
+    pub outbox: OutboxSettings,
     /// Start although the public listener is beyond loopback without `[auth]`
     /// (`A2A_ALLOW_UNAUTHENTICATED`, or the file's `allow_unauthenticated`).
     pub allow_unauthenticated: bool,
@@ -148,6 +161,7 @@ impl std::fmt::Debug for Config {
             .field("database", &self.database)
             .field("redis_url", &redacted(&self.redis_url))
             .field("redis_prefix", &self.redis_prefix)
+            .field("outbox", &self.outbox)
             .field("allow_unauthenticated", &self.allow_unauthenticated)
             .field("replica", &self.replica)
             .field("file", &self.file)
@@ -601,6 +615,7 @@ impl Config {
             database,
             redis_url,
             redis_prefix,
+            outbox: outbox_settings(&nonempty)?,
             allow_unauthenticated,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
@@ -635,6 +650,45 @@ impl Config {
             _ => "distributed",
         }
     }
+}
+
+/// The outbox relay's settings (see `service/outbox.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxSettings {
+    /// An outbox row this old is left behind: any replica relays it.
+    pub relay_after: std::time::Duration,
+    /// Events encoded larger than this many bytes are announced on the bus, not carried.
+    pub inline_max: usize,
+}
+
+impl Default for OutboxSettings {
+    fn default() -> Self {
+        Self {
+            relay_after: std::time::Duration::from_secs(5),
+            inline_max: a2a_bus::DEFAULT_INLINE_MAX,
+        }
+    }
+}
+
+fn outbox_settings(env: &impl Fn(&str) -> Option<String>) -> Result<OutboxSettings, String> {
+    let mut settings = OutboxSettings::default();
+    if let Some(v) = env("A2A_OUTBOX_RELAY_AFTER_MS") {
+        let ms: u64 = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("A2A_OUTBOX_RELAY_AFTER_MS={v:?} is not a whole number"))?;
+        if ms == 0 {
+            return Err("A2A_OUTBOX_RELAY_AFTER_MS must be at least 1".into());
+        }
+        settings.relay_after = std::time::Duration::from_millis(ms);
+    }
+    if let Some(v) = env("A2A_REDIS_INLINE_MAX_BYTES") {
+        settings.inline_max = v
+            .trim()
+            .parse()
+            .map_err(|_| format!("A2A_REDIS_INLINE_MAX_BYTES={v:?} is not a whole number"))?;
+    }
+    Ok(settings)
 }
 
 /// `builtin_agents` (or `A2A_BUILTIN_AGENTS`): built-in names, each once.

@@ -7,8 +7,14 @@
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
 //! MAXLEN. Each entry carries the task id (`t`), the sequence
-//! number (`s`), the StreamResponse (`e`: a version byte, then its protobuf encoding) and, when
-//! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
+//! number (`s`), the kind of event (`k`: `task`, `message`, `status`, `artifact`, or `end` for
+//! the event that ends the task; absent when the publisher did not read the event), the
+//! StreamResponse (`e`: a version byte, then its protobuf encoding) when it is at most the
+//! bus's inline limit ([`DEFAULT_INLINE_MAX`], `A2A_REDIS_INLINE_MAX_BYTES`) and, when the
+//! request that caused it had one, its W3C trace context (`tp`: a `traceparent` value). An
+//! entry without `e` is a reference: its readers (followers, the push worker) read the event
+//! from the store's log, so Redis holds at most the inline limit per entry however large the
+//! tasks and artifacts are (review H6), and the streams' MAXLEN bounds their bytes.
 //!
 //! A replica reads the events of the tasks its own clients follow, and nothing else. The
 //! followed tasks are spread over [`READERS`] readers by a keyed hash of their id; a reader
@@ -27,10 +33,15 @@
 //! of their task as soon as Redis has taken them (with their entry ids, so the reader skips
 //! them there): a blocking send, whose follower is on the replica that runs its turn, waits for
 //! no XREAD. A subscriber that falls behind, or any subscriber while Redis is unreachable, gets
-//! [`BusItem::Lagged`] and re-reads the event log; the reader reconnects with backoff.
+//! [`BusItem::Lagged`] and re-reads the event log; the reader reconnects with backoff. So does a
+//! subscriber given a reference entry.
+//!
+//! A publish that Redis does not take is reported, nothing more: the events are in the store's
+//! outbox, which the gateway relays until Redis acknowledged them (by this replica, or by any
+//! other once this one is gone).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -87,11 +98,9 @@ const MAX_FOLLOWED_TASKS: usize = 10_000;
 /// The reader's wake-up stream outlives its last wake-up by this long.
 const WAKE_TTL_SECS: u64 = 60;
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
-/// Tasks whose last unpublished event the bus keeps for republishing (bounds the memory of a
-/// long outage; beyond it, new tasks' events are left to the event log).
-const MAX_UNPUBLISHED: usize = 100_000;
-/// How often kept events are tried again while Redis is unreachable.
-const REPUBLISH_INTERVAL: Duration = Duration::from_millis(500);
+/// Events whose encoding is at most this many bytes travel inside their entry; larger ones are
+/// references (their readers read the store's log). Bounds what one entry costs Redis.
+pub const DEFAULT_INLINE_MAX: usize = 16 * 1024;
 
 /// A Redis stream id, `ms-seq`, compared numerically.
 type StreamId = (u64, u64);
@@ -174,11 +183,6 @@ struct Shared {
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
-    /// The last event of each task whose publish failed (Redis unreachable), republished once
-    /// Redis answers again (see [`RedisEventBus::publish`]).
-    unpublished: Mutex<HashMap<String, BusEvent>>,
-    /// Whether a republisher task runs.
-    republishing: AtomicBool,
     /// Tasks followed in this process (`a2a_bus_followed_tasks`).
     followed_tasks: std::sync::atomic::AtomicI64,
     /// Entries of task streams the reader has read (for tests; `a2a_bus_entries_read_total`).
@@ -193,6 +197,8 @@ pub struct RedisEventBus {
     conn: Arc<OnceCell<ConnectionManager>>,
     shared: Arc<Shared>,
     reader: Arc<ReaderHandle>,
+    /// Events encoded larger than this are published as references ([`DEFAULT_INLINE_MAX`]).
+    inline_max: usize,
 }
 
 impl Shared {
@@ -241,8 +247,6 @@ impl RedisEventBus {
             hasher: std::hash::RandomState::new(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
-            unpublished: Mutex::default(),
-            republishing: AtomicBool::new(false),
             entries_read: AtomicU64::new(0),
             followed_tasks: Default::default(),
         });
@@ -259,7 +263,14 @@ impl RedisEventBus {
             conn: Arc::default(),
             shared,
             reader: Arc::new(ReaderHandle(readers)),
+            inline_max: DEFAULT_INLINE_MAX,
         })
+    }
+
+    /// Events whose encoding is larger than `bytes` are published as references.
+    pub fn with_inline_max(mut self, bytes: usize) -> Self {
+        self.inline_max = bytes;
+        self
     }
 
     /// The shared, self-reconnecting connection for publishing and positioning subscriptions.
@@ -294,13 +305,20 @@ impl RedisEventBus {
         let all = events_key(&self.shared.prefix);
         let mut pipe = redis::pipe();
         for event in events {
-            let body = encode(&event.event);
             let seq = event.seq.to_string();
-            let mut fields: Vec<(&str, &[u8])> = vec![
-                ("t", event.task_id.as_bytes()),
-                ("s", seq.as_bytes()),
-                ("e", &body),
-            ];
+            let mut fields: Vec<(&str, &[u8])> =
+                vec![("t", event.task_id.as_bytes()), ("s", seq.as_bytes())];
+            if let Some(kind) = kind(&event.event) {
+                fields.push(("k", kind.as_bytes()));
+            }
+            // The size is known before encoding: a large event costs no copy here.
+            let body = (!event.is_announcement()
+                // One format byte, then the protobuf.
+                && event.event.encoded_len() < self.inline_max)
+                .then(|| encode(&event.event));
+            if let Some(body) = &body {
+                fields.push(("e", body));
+            }
             if let Some(tp) = &event.trace {
                 fields.push(("tp", tp.as_bytes()));
             }
@@ -330,67 +348,6 @@ impl RedisEventBus {
         Ok(ids.iter().map(|id| parse_id(id)).collect())
     }
 
-    /// Remembers `event` as its task's last unpublished one and makes sure a republisher runs.
-    fn keep_unpublished(&self, event: BusEvent) {
-        {
-            let mut pending = self
-                .shared
-                .unpublished
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let newer = pending
-                .get(&event.task_id)
-                .is_none_or(|p| p.seq < event.seq);
-            if newer && (pending.len() < MAX_UNPUBLISHED || pending.contains_key(&event.task_id)) {
-                pending.insert(event.task_id.clone(), event);
-            }
-        }
-        if !self.shared.republishing.swap(true, Ordering::SeqCst) {
-            tokio::spawn(self.clone().republish());
-        }
-    }
-
-    /// Until nothing is left: every [`REPUBLISH_INTERVAL`], publishes the kept events again.
-    async fn republish(self) {
-        loop {
-            tokio::time::sleep(REPUBLISH_INTERVAL).await;
-            let batch: Vec<BusEvent> = {
-                let pending = self
-                    .shared
-                    .unpublished
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                pending.values().cloned().collect()
-            };
-            for event in batch {
-                if self.append(std::slice::from_ref(&event)).await.is_err() {
-                    break;
-                }
-                let mut pending = self
-                    .shared
-                    .unpublished
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if pending
-                    .get(&event.task_id)
-                    .is_some_and(|p| p.seq <= event.seq)
-                {
-                    pending.remove(&event.task_id);
-                }
-            }
-            let pending = self
-                .shared
-                .unpublished
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            if pending.is_empty() {
-                // Cleared under the lock: a failure after this starts a new republisher.
-                self.shared.republishing.store(false, Ordering::SeqCst);
-                return;
-            }
-        }
-    }
-
     /// Hands published events to this process's subscribers of their task at once, with the
     /// entry ids Redis gave them: the reader, reaching those entries later, skips them for these
     /// subscribers (ids up to their `last`), and a terminal event ends their subscriptions here.
@@ -410,7 +367,11 @@ impl RedisEventBus {
             return;
         };
         for (event, &id) in events.iter().zip(ids) {
-            deliver(&mut followed.subs, id, &Arc::new(event.clone()));
+            if event.is_announcement() {
+                deliver_reference(&mut followed.subs, id, false);
+            } else {
+                deliver(&mut followed.subs, id, &Arc::new(event.clone()));
+            }
         }
         if followed.subs.is_empty() {
             registry.tasks.remove(task_id);
@@ -523,6 +484,25 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// The `k` field of an event's entry; `None` for an announcement (not read by its publisher).
+fn kind(event: &StreamResponse) -> Option<&'static str> {
+    use a2a_types::v1::stream_response::Payload;
+    if event_state(event).is_some_and(is_terminal) {
+        return Some("end");
+    }
+    Some(match event.payload.as_ref()? {
+        Payload::Task(_) => "task",
+        Payload::Message(_) => "message",
+        Payload::StatusUpdate(_) => "status",
+        Payload::ArtifactUpdate(_) => "artifact",
+    })
+}
+
+/// An entry that names its event without carrying it (no `e`): read it from the log.
+fn is_reference(entry: &redis::streams::StreamId) -> bool {
+    !entry.map.contains_key("e") && entry.map.contains_key("t") && entry.map.contains_key("s")
+}
+
 fn encode(event: &StreamResponse) -> Vec<u8> {
     let mut buf = Vec::with_capacity(1 + event.encoded_len());
     buf.push(FORMAT_V1);
@@ -549,47 +529,17 @@ fn decode(entry: &redis::streams::StreamId) -> Option<BusEvent> {
 
 #[async_trait]
 impl EventBus for RedisEventBus {
-    /// Publishes a committed event. When Redis does not take it, the caller's followers fall
-    /// back to the event log, but the push worker, which learns of events only from
-    /// `{prefix}events`, would never hear of a task whose last events were all committed
-    /// during the outage. So the bus keeps the last unpublished event of each task and
-    /// republishes it once Redis answers again (or drops it when a later event of the task is
-    /// published): from that entry the worker reads whatever it missed from the event log.
-    /// What is kept is lost if this process dies during the outage.
+    /// Publishes a committed event: see [`publish_all`](Self::publish_all).
     async fn publish(&self, event: BusEvent) -> Result<(), BusError> {
         self.publish_all(vec![event]).await
     }
 
-    /// The events of one commit in one round trip (see [`RedisEventBus::append`]); on failure
-    /// the last of them is kept for republishing, as [`publish`](Self::publish) keeps one.
-    async fn publish_all(&self, mut events: Vec<BusEvent>) -> Result<(), BusError> {
-        let result = self.append(&events).await;
-        if let Ok(ids) = &result {
-            self.deliver_here(&events, ids);
-        }
-        let Some(last) = events.pop() else {
-            return Ok(());
-        };
-        match result {
-            Ok(_) => {
-                let mut pending = self
-                    .shared
-                    .unpublished
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                if pending
-                    .get(&last.task_id)
-                    .is_some_and(|p| p.seq <= last.seq)
-                {
-                    pending.remove(&last.task_id);
-                }
-                Ok(())
-            }
-            Err(e) => {
-                self.keep_unpublished(last);
-                Err(e)
-            }
-        }
+    /// The events of one commit in one round trip (see [`RedisEventBus::append`]). A failure is
+    /// only reported: the store's outbox keeps the commit until a publish of it succeeds.
+    async fn publish_all(&self, events: Vec<BusEvent>) -> Result<(), BusError> {
+        let ids = self.append(&events).await?;
+        self.deliver_here(&events, &ids);
+        Ok(())
     }
 
     async fn subscribe(&self, task_id: &str) -> Result<BoxStream<'static, BusItem>, BusError> {
@@ -904,6 +854,17 @@ fn fan_out(
         if subs.values().all(|sub| id <= sub.last) {
             continue; // handed over by `deliver_here` when it was published in this process
         }
+        if is_reference(entry) {
+            // Too large to travel in the entry: the followers read it from the event log.
+            let terminal = entry.get::<String>("k").is_some_and(|k| k == "end");
+            deliver_reference(subs, id, terminal);
+            if subs.is_empty() {
+                registry.tasks.remove(task_id);
+                shared.unfollowed();
+                return;
+            }
+            continue;
+        }
         let Some(event) = decode(entry).filter(|ev| ev.task_id == task_id) else {
             // The followers re-read the event log, which has the event.
             tracing::warn!(id = %entry.id, "redis bus: skipping an entry it cannot decode");
@@ -941,6 +902,19 @@ fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEve
             let _ = sub.tx.try_send(Queued::Lagged);
         }
         // The terminal event ends the subscription: dropping the sender closes the stream.
+        !terminal && !sub.tx.is_closed()
+    });
+}
+
+/// Tells the subscribers that have not seen entry `id` to read the log (it is a reference, or
+/// an announcement); a `terminal` one ends their subscriptions, as its event would.
+fn deliver_reference(subs: &mut HashMap<u64, Subscriber>, id: StreamId, terminal: bool) {
+    subs.retain(|_, sub| {
+        if id <= sub.last {
+            return true;
+        }
+        sub.last = id;
+        let _ = sub.tx.try_send(Queued::Lagged);
         !terminal && !sub.tx.is_closed()
     });
 }

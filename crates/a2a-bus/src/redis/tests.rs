@@ -328,3 +328,182 @@ async fn published_here_and_read_there_each_event_arrives_once() {
         "the terminal event ended the subscription"
     );
 }
+
+/// An artifact of 1 MiB: an event far above the inline limit.
+fn big_artifact(task_id: &str, seq: u64) -> BusEvent {
+    use a2a_types::v1::stream_response::Payload;
+    use a2a_types::v1::{Artifact, Part, TaskArtifactUpdateEvent, part};
+    let part = Part {
+        content: Some(part::Content::Text("x".repeat(1 << 20))),
+        ..Default::default()
+    };
+    BusEvent {
+        task_id: task_id.to_owned(),
+        seq,
+        event: Arc::new(StreamResponse {
+            payload: Some(Payload::ArtifactUpdate(TaskArtifactUpdateEvent {
+                task_id: task_id.to_owned(),
+                artifact: Some(Artifact {
+                    artifact_id: "a".into(),
+                    parts: vec![part],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })),
+        }),
+        trace: None,
+    }
+}
+
+/// Review H6: an event larger than the inline limit is published as a reference (task id,
+/// sequence number, kind; no payload), so what Redis holds per entry is bounded whatever the
+/// artifact's size. A follower on another replica is told to read the log; the publishing
+/// replica's own follower gets the event itself; small events still travel inline.
+#[tokio::test]
+async fn large_events_travel_as_references_and_redis_holds_only_small_entries() {
+    let bus = bus().await;
+    let other = RedisEventBus::connect_lazy(bus.1.url(), bus.1.prefix()).expect("a Redis URL");
+    let mut here = bus.subscribe("t").await.unwrap();
+    let mut there = other.subscribe("t").await.unwrap();
+    const N: u64 = 20;
+    for seq in 1..=N {
+        bus.publish(big_artifact("t", seq)).await.unwrap();
+    }
+    bus.publish(crate::suite::status_event(
+        "t",
+        N + 1,
+        a2a_types::v1::TaskState::Completed,
+    ))
+    .await
+    .unwrap();
+    let mut conn = bus.0.conn().await.unwrap();
+    for key in [bus.0.task_key("t"), events_key(&bus.0.shared.prefix)] {
+        let entries: Vec<(String, HashMap<String, redis::Value>)> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(entries.len() as u64, N + 1, "{key}");
+        for (_, fields) in &entries[..N as usize] {
+            assert!(
+                !fields.contains_key("e"),
+                "{key}: a reference carries no payload"
+            );
+            let kind: String = redis::from_redis_value_ref(&fields["k"]).unwrap();
+            assert_eq!(kind, "artifact");
+        }
+        let last = &entries[N as usize].1;
+        assert!(last.contains_key("e"), "a small event travels inline");
+        let kind: String = redis::from_redis_value_ref(&last["k"]).unwrap();
+        assert_eq!(kind, "end");
+        let bytes: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let bytes = bytes.unwrap_or(0);
+        assert!(
+            bytes < (N + 1) * DEFAULT_INLINE_MAX as u64,
+            "{key}: {bytes} bytes for {} events of 1 MiB",
+            N
+        );
+    }
+    // The publisher's follower: the events handed over at publish are whole (its reader may
+    // reach a reference first: then it is told to read the log), and the terminal one ends it.
+    let mut whole = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), here.next())
+            .await
+            .unwrap()
+        {
+            Some(BusItem::Lagged) => {}
+            Some(BusItem::Event(ev)) => {
+                assert!(!ev.is_announcement());
+                whole += 1;
+                if ev.seq == N + 1 {
+                    break;
+                }
+            }
+            None => panic!("ended before the terminal event"),
+        }
+    }
+    assert!(whole >= 1);
+    // Another replica's follower: told to read the log for each reference, then the inline
+    // terminal event, which ends the subscription.
+    let mut lagged = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), there.next())
+            .await
+            .unwrap()
+        {
+            Some(BusItem::Lagged) => lagged += 1,
+            Some(BusItem::Event(ev)) => {
+                assert_eq!(ev.seq, N + 1);
+                break;
+            }
+            None => panic!("ended before the terminal event"),
+        }
+    }
+    assert!(lagged >= 1, "references make the follower read the log");
+    // The worker's decoding: no payload, but the task and sequence number are there.
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(events_key(&bus.0.shared.prefix))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(decode_entry(&entries.ids[0]).is_none());
+    assert!(is_reference(&entries.ids[0]));
+}
+
+/// The inline limit is the deployment's: with 0 every event is a reference.
+#[tokio::test]
+async fn the_inline_limit_is_configurable() {
+    let bus = bus().await;
+    let all_refs = RedisEventBus::connect_lazy(bus.1.url(), bus.1.prefix())
+        .expect("a Redis URL")
+        .with_inline_max(0);
+    all_refs
+        .publish(crate::suite::working("t", 1))
+        .await
+        .unwrap();
+    let mut conn = bus.0.conn().await.unwrap();
+    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(bus.0.task_key("t"))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert!(is_reference(&entries.ids[0]));
+}
+
+/// A publish Redis does not take fails and is not kept in memory (the store's outbox is the
+/// record of what is left to publish): the bus holds nothing to republish.
+#[tokio::test]
+async fn a_publish_while_redis_is_down_fails_and_keeps_nothing() {
+    let server = a2a_testing::RedisServer::start().expect("a private redis-server");
+    let bus = RedisEventBus::connect_lazy(&server.url(), "x:").expect("a Redis URL");
+    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    server.stop().unwrap();
+    let failed = bus.publish(crate::suite::working("t", 2)).await;
+    assert!(failed.is_err(), "{failed:?}");
+    server.start_again().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut conn = loop {
+        match bus.conn().await {
+            Ok(c) => break c,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let len: u64 = redis::cmd("XLEN")
+        .arg(bus.task_key("t"))
+        .query_async(&mut conn)
+        .await
+        .unwrap_or(0);
+    assert!(len <= 1, "nothing was republished from memory: {len}");
+}

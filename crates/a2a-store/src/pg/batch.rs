@@ -3,7 +3,9 @@
 //! Per part, a CTE turns the batch's arrays into rows (`unnest`); the task rows are inserted
 //! (`ON CONFLICT DO NOTHING`: a duplicate id changes nothing) or updated under the sequence guard,
 //! and every other row (event, history, artifacts) is written by joining on what that insert or
-//! update `RETURNING`ed, so a refused job writes nothing. The statement is its own transaction.
+//! update `RETURNING`ed, so a refused job writes nothing. The statement is its own transaction,
+//! and it also writes each job's outbox row (`event_outbox`, migration 0015: the events still to
+//! be published), so nothing committed can go unannounced (see `outbox.rs`).
 //! Only the parts a batch needs are included, so the common shapes are short; each shape is
 //! prepared once per connection.
 
@@ -164,7 +166,10 @@ impl CreateParts {
              SELECT e.task_id, e.seq, e.payload \
                FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \
                     AS e(task_id, seq, payload) \
-               JOIN c_created c ON c.id = e.task_id)"
+               JOIN c_created c ON c.id = e.task_id), \
+             c_outbox AS (INSERT INTO event_outbox (task_id, seq, first_seq) \
+             SELECT i.id, i.seq, 1 FROM c_input i JOIN c_created c ON c.id = i.id \
+             ON CONFLICT DO NOTHING)"
         ));
         if self.history {
             let [ids, pos, msg] = params(n);
@@ -268,7 +273,11 @@ impl AppendParts {
              SELECT e.task_id, e.seq, e.payload \
                FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \
                     AS e(task_id, seq, payload) \
-               JOIN a_updated u ON u.id = e.task_id)"
+               JOIN a_updated u ON u.id = e.task_id), \
+             a_outbox AS (INSERT INTO event_outbox (task_id, seq, first_seq) \
+             SELECT u.id, u.seq, i.expected + 1 FROM a_updated u \
+               JOIN a_input i ON i.task_id = u.id \
+             ON CONFLICT DO NOTHING)"
         ));
         if self.history {
             let [ids, pos, msg] = params(n);

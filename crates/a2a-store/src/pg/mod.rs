@@ -21,6 +21,11 @@
 //! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`,
 //!   `purge_tasks` (up to its limit of tasks with all their rows), `purge_stale_leases`:
 //!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
+//! - outbox (`outbox.rs`): every create and append writes its row inside its own statement
+//!   (no round trip of its own); `outbox_published`: 1 statement for every commit acknowledged
+//!   since the last one, on a connection of its own without synchronous commit (a delete lost
+//!   in a crash only publishes its commit again); `relay_outbox`: a transaction of 2-3 statements per pass;
+//!   `outbox_depth`: 1.
 //! - `ping`: 1 statement on the dedicated health connection (`health.rs`), bounded; until the
 //!   schema matched once, the read of `_sqlx_migrations` instead.
 
@@ -31,6 +36,7 @@ mod delivery;
 mod dispatch;
 pub mod health;
 mod keys;
+mod outbox;
 mod push;
 mod read;
 mod retention;
@@ -112,6 +118,9 @@ pub struct PgTaskStore {
     /// The dispatch lease's own connection (renewal and takeover claims): a request pool
     /// exhausted by load cannot make the lease lapse (review M4).
     leases: PgPool,
+    /// The deletes of published outbox rows: one connection without synchronous commit
+    /// (`outbox.rs`).
+    outbox: PgPool,
 }
 
 /// Maps driver errors: a lost or unobtainable connection is `Unavailable` (the caller may retry
@@ -168,6 +177,9 @@ impl PgTaskStore {
         // The claimer's own connections: see `claims.rs` for why they need no synchronous commit.
         let claims = pool_of(2, connect.clone().options([("synchronous_commit", "off")]));
         let leases = pool_of(1, connect.clone());
+        // Deletes of published outbox rows need no flush of their own: one lost in a crash
+        // only makes its commit be published again (at least once).
+        let outbox = pool_of(1, connect.clone().options([("synchronous_commit", "off")]));
         let pool = pool_of(options.pool_size.max(2), connect);
         let writers = match options.writers {
             0 => 2.min(options.pool_size as usize / 2).max(1),
@@ -180,6 +192,7 @@ impl PgTaskStore {
             claimer: Claimer::spawn(claims),
             cache: Mutex::new(HashMap::new()),
             leases,
+            outbox,
         })
     }
 
@@ -445,6 +458,28 @@ impl TaskStore for PgTaskStore {
 
     async fn ping(&self) -> StoreResult<()> {
         self.health.check().await
+    }
+
+    fn has_outbox(&self) -> bool {
+        true
+    }
+
+    async fn outbox_published(&self, commits: &[(String, u64)]) -> StoreResult<u64> {
+        outbox::delete(&self.outbox, commits).await
+    }
+
+    async fn relay_outbox(
+        &self,
+        older_than: Duration,
+        limit: usize,
+        inline_max: usize,
+        relay: &dyn crate::OutboxRelay,
+    ) -> StoreResult<crate::RelayPass> {
+        outbox::relay(&self.pool, older_than, limit, inline_max, relay).await
+    }
+
+    async fn outbox_depth(&self, count_up_to: u64) -> StoreResult<crate::OutboxDepth> {
+        outbox::depth(&self.pool, count_up_to).await
     }
 
     fn pool_stats(&self) -> Option<crate::PoolStats> {

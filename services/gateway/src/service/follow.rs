@@ -72,7 +72,9 @@ impl Follow {
                     _ = shutdown.cancelled() => break 'follow,
                     item = bus.next() => match item {
                         Some(BusItem::Event(ev)) if ev.seq < next => continue 'follow,
-                        Some(BusItem::Event(ev)) if ev.seq == next => {
+                        // An announcement (the outbox relay did not carry the event): read the
+                        // log, below.
+                        Some(BusItem::Event(ev)) if ev.seq == next && !ev.is_announcement() => {
                             next += 1;
                             watched.waiting_for(next);
                             let ev = SeqEvent { seq: Some(ev.seq), event: (*ev.event).clone() };
@@ -125,4 +127,79 @@ pub(crate) async fn settle(
         a2a_types::state::apply_event(task, &item?.event);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use a2a_bus::BusEvent;
+    use a2a_store::{MemoryTaskStore, NewTask, TaskChange};
+    use a2a_types::v1::{Task, TaskStatus};
+
+    /// The outbox publishes at least once: an event may come twice (a commit relayed by
+    /// another replica too, a row whose delete was lost), and a relayed large event comes as
+    /// an announcement. The follower yields each sequence number once, in order, and reads an
+    /// announced event from the log.
+    #[tokio::test]
+    async fn duplicates_are_skipped_and_announcements_read_from_the_log() {
+        let store = Arc::new(MemoryTaskStore::new());
+        store
+            .create(NewTask {
+                upstream_key: None,
+                owner: "alice".into(),
+                agent: "echo".into(),
+                task: Task {
+                    id: "t1".into(),
+                    context_id: "c1".into(),
+                    status: Some(TaskStatus {
+                        state: TaskState::Submitted as i32,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            })
+            .await
+            .unwrap();
+        let mut events = Vec::new();
+        for (seq, state) in [(1, TaskState::Working), (2, TaskState::Completed)] {
+            let change: TaskChange = a2a_store::suite::status("t1", state, 1);
+            let (stored, _) = store.append("t1", seq, change).await.unwrap();
+            events.push(stored);
+        }
+        let event = |i: usize| {
+            BusItem::Event(BusEvent {
+                task_id: "t1".into(),
+                seq: events[i].seq,
+                event: events[i].event.clone(),
+                trace: None,
+            })
+        };
+        // seq 2 twice, then seq 3 announced only (twice).
+        let items = vec![
+            event(0),
+            event(0),
+            BusItem::Event(BusEvent::announcement("t1".into(), 3)),
+            BusItem::Event(BusEvent::announcement("t1".into(), 3)),
+        ];
+        let follow = Follow {
+            store: store.clone(),
+            bus: futures::stream::iter(items)
+                .chain(futures::stream::pending())
+                .boxed(),
+            owner: "alice".into(),
+            task_id: "t1".into(),
+            after_seq: 1,
+            shutdown: CancellationToken::new(),
+            watch: Watch::default(),
+        };
+        let got: Vec<_> = follow.into_stream().collect().await;
+        let seqs: Vec<Option<u64>> = got.iter().map(|r| r.as_ref().unwrap().seq).collect();
+        assert_eq!(seqs, vec![Some(2), Some(3)]);
+        let last = &got[1].as_ref().unwrap().event;
+        assert_eq!(
+            event_state(last),
+            Some(TaskState::Completed),
+            "read from the log"
+        );
+    }
 }

@@ -12,6 +12,7 @@ pub(crate) mod depth;
 mod expiry;
 mod follow;
 mod idempotency;
+mod outbox;
 mod push;
 mod quota;
 mod runner;
@@ -31,6 +32,8 @@ use a2a_types::v1::StreamResponse;
 use futures::stream::BoxStream;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+pub use outbox::OutboxSettings;
 
 use crate::agents::AgentRegistry;
 use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
@@ -163,6 +166,9 @@ struct Inner {
     rate: Option<Arc<RateLimiter>>,
     /// Until when this replica's dispatch lease is known to hold (see `takeover.rs`).
     lease: takeover::LeaseClock,
+    /// The outbox relay, once started ([`A2aService::start_outbox`]; only with a store that
+    /// has an outbox).
+    outbox: std::sync::OnceLock<outbox::Outbox>,
 }
 
 impl A2aService {
@@ -214,6 +220,7 @@ impl A2aService {
                 watch: watch::Watch::default(),
                 rate,
                 lease: takeover::LeaseClock::default(),
+                outbox: std::sync::OnceLock::new(),
             }),
         };
         svc.inner
@@ -223,6 +230,20 @@ impl A2aService {
         svc.sweep_expired_keys();
         svc.rebuild_cards_on_change();
         svc
+    }
+
+    /// Starts the outbox relay (see `outbox.rs`) if the store has an outbox: the delete of the
+    /// rows of commits this process published, and the relay of rows left behind by any.
+    pub fn start_outbox(&self, settings: OutboxSettings, shutdown: CancellationToken) {
+        if !self.inner.store.has_outbox() {
+            return;
+        }
+        let _ = self.inner.outbox.set(outbox::Outbox::start(
+            self.inner.store.clone(),
+            self.inner.bus.clone(),
+            settings,
+            shutdown,
+        ));
     }
 
     /// Rebuilds the cards whenever an agent reports a card or health change, until shutdown.

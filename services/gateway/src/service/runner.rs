@@ -809,7 +809,8 @@ impl A2aService {
     }
 
     /// Publishes the events of one commit, in order, under one span (a burst of events is one
-    /// write, so it is one publish too).
+    /// write, so it is one publish too): the fast path of the outbox relay (`outbox.rs`), so
+    /// `events` must be all the events of the commit, the last one ending it.
     pub(crate) async fn publish(
         &self,
         task_id: &str,
@@ -843,10 +844,23 @@ impl A2aService {
                 trace: trace.clone(),
             })
             .collect();
+        let last = events.last().map_or(first, |e| e.seq);
         let publish = async {
-            // The events are committed; followers that miss them read them from the log.
-            if let Err(e) = self.inner.bus.publish_all(events).await {
-                tracing::warn!(task_id, seq = first, error = %e, "publish failed; followers will poll the log");
+            #[cfg(feature = "failpoints")]
+            crate::failpoints::relay_stall().await;
+            // The events are committed, and so is their outbox row: acknowledged, the row goes;
+            // not, it stays and is relayed later (followers that miss them read the log).
+            match self.inner.bus.publish_all(events).await {
+                Ok(()) => {
+                    if let Some(outbox) = self.inner.outbox.get() {
+                        outbox.published(task_id, last);
+                    }
+                }
+                Err(e) => {
+                    metrics::counter!("a2a_outbox_publish_failures_total").increment(1);
+                    tracing::warn!(task_id, seq = first, error = %e,
+                        "publish failed; the outbox relays it later, followers poll the log");
+                }
             }
         };
         span.in_span(publish).await;

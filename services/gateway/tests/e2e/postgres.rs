@@ -9,5 +9,6 @@ mod drain;
 mod keys;
 mod operations;
 mod outage;
+mod outbox;
 pub(crate) mod process;
 mod restart;

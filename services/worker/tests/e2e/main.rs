@@ -7,6 +7,7 @@ mod receiver;
 
 mod delivery;
 mod faults;
+mod large;
 mod prometheus;
 mod reconcile;
 mod retention;
