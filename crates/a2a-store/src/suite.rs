@@ -3,9 +3,11 @@
 //! PostgreSQL store are held to exactly the same behaviour.
 
 mod bounds;
+mod registry;
 mod retention;
 
 pub use bounds::*;
+pub use registry::*;
 pub use retention::*;
 
 use a2a_types::state::state_of;
