@@ -4,15 +4,16 @@
 //! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
 //! in constant time; without one configured the routes do not exist (404).
 //!
-//! Agents registered here live in this process in embedded mode; with PostgreSQL they are
-//! stored in `admin_agents` and every replica applies a change within about a second ([`share`]).
-//! The file's
-//! `[[agents]]` and the built-in agents are listed read-only (409 on a change). Each agent has
-//! a strong `ETag` (the SHA-256 of its entry); `PUT` and `DELETE` honour `If-Match` (412 when
-//! another change came first). A new or replaced agent's card is fetched (and its signature
-//! verified, when asked) before it is routed to: an agent whose card cannot be had is refused
-//! (422) and nothing changes. A removed agent gets no new turn; turns already running hold
-//! their own reference and finish. Every change is logged (`target: a2a_gateway::audit`).
+//! The handlers are thin: the record of the API's agents is an
+//! [`a2a_store::AgentRegistryStore`] (in memory embedded; with PostgreSQL shared, and every
+//! replica applies a change within about a second: [`share`]); this module turns entries
+//! into routed agents. The file's `[[agents]]` and the built-in agents are listed read-only
+//! (409 on a change). Each agent has a strong `ETag` (the SHA-256 of its entry); `PUT` and
+//! `DELETE` honour `If-Match` (412 when another change came first). A new or replaced agent's
+//! card is fetched (and its signature verified, when asked) before it is routed to: an agent
+//! whose card cannot be had is refused (422) and nothing changes. A removed agent gets no new
+//! turn; turns already running hold their own reference and finish. Every change is audited
+//! in the store and logged (`target: a2a_gateway::audit`).
 
 // The handlers' helpers return the answer itself as their error: a refusal is rare and
 // answered at once, so its size does not matter.
@@ -32,6 +33,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
+
+use a2a_store::{
+    AgentRegistryStore, MemoryAgentRegistry, PgAgentRegistry, RegisteredAgent, RegistryChange,
+};
 
 use crate::agents::AgentRegistry;
 use crate::service::A2aService;
@@ -94,15 +99,17 @@ struct Registered {
     stop: CancellationToken,
 }
 
-/// The agents registered through the API in this process, and (with PostgreSQL) the pool of
-/// the table they are shared through.
+/// The agents registered through the API in this process, and the registry store that records
+/// them: in memory (embedded), or shared through PostgreSQL ([`share`]).
 pub struct AdminState {
     http: reqwest::Client,
     /// Held across a whole change (card fetch included): changes are serialised.
     registered: tokio::sync::Mutex<BTreeMap<String, Registered>>,
-    /// With PostgreSQL: `admin_agents`, `admin_agents_version`, `admin_audit`.
-    pool: std::sync::OnceLock<sqlx::PgPool>,
-    /// The `admin_agents_version` this process last applied.
+    /// The record in embedded mode.
+    local: MemoryAgentRegistry,
+    /// With PostgreSQL: the record every replica shares (then `local` is unused).
+    shared: std::sync::OnceLock<Arc<dyn AgentRegistryStore>>,
+    /// The registry version this process last applied.
     applied: std::sync::atomic::AtomicI64,
     /// The last read failed (logged once at warn until one succeeds again).
     failing: std::sync::atomic::AtomicBool,
@@ -117,9 +124,20 @@ impl Default for AdminState {
                 .build()
                 .unwrap_or_default(),
             registered: tokio::sync::Mutex::new(BTreeMap::new()),
-            pool: std::sync::OnceLock::new(),
+            local: MemoryAgentRegistry::new(),
+            shared: std::sync::OnceLock::new(),
             applied: std::sync::atomic::AtomicI64::new(-1),
             failing: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl AdminState {
+    /// Where changes are recorded (and, when shared, where other replicas' come from).
+    fn store(&self) -> &dyn AgentRegistryStore {
+        match self.shared.get() {
+            Some(shared) => shared.as_ref(),
+            None => &self.local,
         }
     }
 }
@@ -130,25 +148,22 @@ struct Admin {
     state: Arc<AdminState>,
 }
 
-/// With PostgreSQL: the agents registered through the API live in `admin_agents`, and every
-/// replica applies a change within about a second. A 1 s poll of the one-row version counter
-/// (an index-only read) is the notification: cheaper to reason about than a Redis channel
-/// (nothing to miss across a reconnect, no Redis needed) and bounded at one tiny query per
-/// replica per second; when it moved the table is read again (at most [`MAX_AGENTS`] rows).
+/// With PostgreSQL: the agents registered through the API live in the shared registry
+/// ([`PgAgentRegistry`]), and every replica applies a change within about a second. A 1 s poll
+/// of the registry's version (a one-row read) is the notification: cheaper to reason about
+/// than a Redis channel (nothing to miss across a reconnect, no Redis needed) and bounded at
+/// one tiny query per replica per second; when it moved the registry is read again (at most
+/// [`MAX_AGENTS`] entries).
 pub async fn share(svc: &A2aService, database_url: &str) {
-    let pool = match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect_lazy(database_url)
-    {
-        Ok(p) => p,
+    let registry = match PgAgentRegistry::connect_lazy(database_url) {
+        Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, "admin API: the database URL is unusable; API agents stay local");
             return;
         }
     };
     let state = svc.admin_state().clone();
-    let _ = state.pool.set(pool);
+    let _ = state.shared.set(Arc::new(registry));
     sync(svc, &state).await;
     let svc = svc.clone();
     let shutdown = svc.shutdown_token().clone();
@@ -163,16 +178,11 @@ pub async fn share(svc: &A2aService, database_url: &str) {
     });
 }
 
-/// One round of the replica sync: when `admin_agents_version` moved, the table is read and
+/// One round of the replica sync: when the registry's version moved, its entries are read and
 /// applied (new or changed entries built, their cards fetched, then routed to; missing ones
 /// removed). A failure leaves the version unapplied, so the next round tries again.
 async fn sync(svc: &A2aService, state: &AdminState) {
-    let Some(pool) = state.pool.get() else { return };
-    let version: Result<i64, _> =
-        sqlx::query_scalar("SELECT version FROM admin_agents_version WHERE id = 1")
-            .fetch_one(pool)
-            .await;
-    let version = match version {
+    let version = match state.store().version().await {
         Ok(v) => {
             state
                 .failing
@@ -194,34 +204,28 @@ async fn sync(svc: &A2aService, state: &AdminState) {
         return;
     }
     let mut registered = state.registered.lock().await;
-    if apply(svc, state, pool, &mut registered).await {
+    if apply(svc, state, &mut registered).await {
         state
             .applied
             .store(version, std::sync::atomic::Ordering::Release);
     }
 }
 
-/// Makes this process's API agents those of `admin_agents`; whether all of them could be.
+/// Makes this process's API agents those of the registry; whether all of them could be.
 async fn apply(
     svc: &A2aService,
     state: &AdminState,
-    pool: &sqlx::PgPool,
     registered: &mut BTreeMap<String, Registered>,
 ) -> bool {
-    let rows: Vec<(String, String, String)> =
-        match sqlx::query_as("SELECT name, entry, etag FROM admin_agents ORDER BY name LIMIT $1")
-            .bind(MAX_AGENTS as i64)
-            .fetch_all(pool)
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "admin API: cannot read the shared agents");
-                return false;
-            }
-        };
+    let rows = match state.store().list(MAX_AGENTS).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "admin API: cannot read the shared agents");
+            return false;
+        }
+    };
     let mut complete = true;
-    for (name, entry, etag) in &rows {
+    for RegisteredAgent { name, entry, etag } in &rows {
         if registered.get(name).is_some_and(|r| &r.etag == etag) {
             continue;
         }
@@ -247,7 +251,7 @@ async fn apply(
     }
     let gone: Vec<String> = registered
         .keys()
-        .filter(|n| !rows.iter().any(|(name, _, _)| name == *n))
+        .filter(|n| !rows.iter().any(|r| &r.name == *n))
         .cloned()
         .collect();
     for name in gone {
@@ -260,91 +264,17 @@ async fn apply(
     complete
 }
 
-/// Writes one change to the shared table (with its audit row and the version bump) in one
-/// transaction. `expect`: the ETag the row must still have (`None`: it must not exist, for a
-/// create). Returns whether the row was as expected.
-async fn persist(pool: &sqlx::PgPool, change: Change<'_>, who: &str) -> Result<bool, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let (done, action, name, etag) = match change {
-        Change::Create { name, entry, etag } => {
-            let r = sqlx::query(
-                "INSERT INTO admin_agents (name, entry, etag) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(name)
-            .bind(entry)
-            .bind(etag)
-            .execute(&mut *tx)
-            .await?;
-            (r.rows_affected() == 1, "create", name, Some(etag))
-        }
-        Change::Replace {
-            name,
-            entry,
-            etag,
-            expect,
-        } => {
-            let r = sqlx::query(
-                "UPDATE admin_agents SET entry = $2, etag = $3, updated_at = now() \
-                 WHERE name = $1 AND etag = $4",
-            )
-            .bind(name)
-            .bind(entry)
-            .bind(etag)
-            .bind(expect)
-            .execute(&mut *tx)
-            .await?;
-            (r.rows_affected() == 1, "replace", name, Some(etag))
-        }
-        Change::Delete { name, expect } => {
-            let r = sqlx::query("DELETE FROM admin_agents WHERE name = $1 AND etag = $2")
-                .bind(name)
-                .bind(expect)
-                .execute(&mut *tx)
-                .await?;
-            (r.rows_affected() == 1, "delete", name, None)
-        }
-    };
-    if !done {
-        tx.rollback().await?;
-        return Ok(false);
-    }
-    sqlx::query("UPDATE admin_agents_version SET version = version + 1 WHERE id = 1")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("INSERT INTO admin_audit (who, action, agent, etag) VALUES ($1, $2, $3, $4)")
-        .bind(format!("token:{who}"))
-        .bind(action)
-        .bind(name)
-        .bind(etag)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(true)
-}
-
-enum Change<'a> {
-    Create {
-        name: &'a str,
-        entry: &'a str,
-        etag: &'a str,
-    },
-    Replace {
-        name: &'a str,
-        entry: &'a str,
-        etag: &'a str,
-        expect: &'a str,
-    },
-    Delete {
-        name: &'a str,
-        expect: &'a str,
-    },
-}
-
-/// A change the shared table refused (another replica's change came first) or could not take.
-fn persist_failed(result: Result<bool, sqlx::Error>, name: &str) -> Option<Response> {
-    match result {
+/// Records one change (with its audit record and the version bump) in the registry: the
+/// answer when it could not be, `None` when it was. `Create` refused: the name was taken on
+/// another replica meanwhile (409); `Replace`/`Delete` refused: the ETag moved (412).
+async fn persist(state: &AdminState, change: RegistryChange<'_>, who: &str) -> Option<Response> {
+    let name = change.name();
+    match state.store().change(change, who).await {
         Ok(true) => None,
+        Ok(false) if matches!(change, RegistryChange::Create { .. }) => Some(error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} was created on another replica meanwhile"),
+        )),
         Ok(false) => Some(error(
             StatusCode::PRECONDITION_FAILED,
             format!("agent {name:?} changed on another replica meanwhile: read it again"),
@@ -386,8 +316,8 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 impl Admin {
-    /// The caller's identity (the first 12 hex digits of its token's SHA-256, for the audit
-    /// log), or the 401 answer. Every configured digest is compared, in constant time.
+    /// The caller's identity for the audit (`token:` and the first 12 hex digits of its
+    /// token's SHA-256), or the 401 answer. Every configured digest is compared, in constant time.
     fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
         let unauthorized = || {
             let mut r = error(
@@ -417,7 +347,7 @@ impl Admin {
             matched |= subtle::ConstantTimeEq::ct_eq(&digest[..], &known[..]);
         }
         if bool::from(matched) {
-            Ok(hex(&digest[..6]))
+            Ok(format!("token:{}", hex(&digest[..6])))
         } else {
             Err(unauthorized())
         }
@@ -468,8 +398,8 @@ impl Admin {
 
     /// Brings this process up to date with the shared table before a change (PostgreSQL).
     async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
-        if let Some(pool) = self.state.pool.get() {
-            apply(&self.svc, &self.state, pool, registered).await;
+        if self.state.shared.get().is_some() {
+            apply(&self.svc, &self.state, registered).await;
         }
     }
 }
@@ -597,7 +527,7 @@ fn shown(entry: &Registered) -> Value {
 fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
     tracing::info!(
         target: "a2a_gateway::audit",
-        who = %format!("token:{who}"),
+        who,
         action,
         agent = name,
         etag = etag.unwrap_or(""),
@@ -675,27 +605,15 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
     };
     let raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
     let etag = etag_of(&raw);
-    if let Some(pool) = admin.state.pool.get() {
-        let entry = raw.to_string();
-        let change = Change::Create {
-            name: &config.name,
-            entry: &entry,
-            etag: &etag,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &config.name) {
-            stop.cancel();
-            return if refused.status() == StatusCode::PRECONDITION_FAILED {
-                error(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "agent {:?} was created on another replica meanwhile",
-                        config.name
-                    ),
-                )
-            } else {
-                refused
-            };
-        }
+    let entry = raw.to_string();
+    let change = RegistryChange::Create {
+        name: &config.name,
+        entry: &entry,
+        etag: &etag,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        stop.cancel();
+        return refused;
     }
     admin.registry().insert(agent);
     let entry = Registered {
@@ -742,18 +660,16 @@ async fn replace(
             .or_insert_with(|| Value::String(name.clone()));
     }
     let etag = etag_of(&raw);
-    if let Some(pool) = admin.state.pool.get() {
-        let entry = raw.to_string();
-        let change = Change::Replace {
-            name: &name,
-            entry: &entry,
-            etag: &etag,
-            expect: &expect,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
-            stop.cancel();
-            return refused;
-        }
+    let entry = raw.to_string();
+    let change = RegistryChange::Replace {
+        name: &name,
+        entry: &entry,
+        etag: &etag,
+        expect: &expect,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        stop.cancel();
+        return refused;
     }
     admin.registry().insert(agent);
     let entry = Registered {
@@ -790,14 +706,12 @@ async fn remove(
             format!("agent {name:?} is the default agent (default_agent)"),
         );
     }
-    if let Some(pool) = admin.state.pool.get() {
-        let change = Change::Delete {
-            name: &name,
-            expect: &expect,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
-            return refused;
-        }
+    let change = RegistryChange::Delete {
+        name: &name,
+        expect: &expect,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        return refused;
     }
     admin.registry().remove(&name);
     if let Some(old) = registered.remove(&name) {
