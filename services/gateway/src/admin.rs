@@ -1,6 +1,7 @@
 //! The admin API for upstream agents (README, *Upstream agents*), on the admin listener only:
 //! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`. Bodies are an
-//! `[[agents]]` entry as JSON (the same field names and validation). Authenticated by a bearer
+//! `[[agents]]` entry as JSON (the same field names and validation), with credentials by
+//! reference only (an inline secret is a 400: the entry is stored). Authenticated by a bearer
 //! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
 //! in constant time; without one configured the routes do not exist (404).
 //!
@@ -41,7 +42,7 @@ use a2a_store::{
 use crate::agents::AgentRegistry;
 use crate::service::A2aService;
 use crate::upstream::UpstreamAgent;
-use crate::upstream::config::AgentConfig;
+use crate::upstream::config::{AgentConfig, INLINE_SECRETS};
 
 /// The collection's path.
 pub const AGENTS_PATH: &str = "/admin/v1/agents";
@@ -388,11 +389,28 @@ impl Admin {
         }
     }
 
+    /// [`build`] for a change through the API, which takes no inline secret: the entry is
+    /// stored (in PostgreSQL when shared), so its credentials must only name where the secret
+    /// is (400 naming the field otherwise).
     async fn build(
         &self,
         body: &[u8],
         name: Option<&str>,
     ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+        if let Ok(entry) = serde_json::from_slice::<Value>(body)
+            && let Some(creds) = entry.get("credentials").and_then(Value::as_object)
+            && let Some(field) = INLINE_SECRETS.iter().find(|f| creds.contains_key(**f))
+        {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "credentials.{field}: the admin API takes no inline secret (the entry is \
+                     stored); name it by reference: credentials.{field}_env (an environment \
+                     variable of every replica) or credentials.{field}_file (a file on every \
+                     replica)"
+                ),
+            ));
+        }
         build(&self.svc, &self.state, body, name).await
     }
 
@@ -438,6 +456,12 @@ async fn build(
         config
             .validate(&AgentRegistry::BUILTIN)
             .map_err(unprocessable)?;
+        // References are read from this process (the gateway's environment, its files): each
+        // replica reads its own when it applies the entry.
+        if let Some(c) = &mut config.credentials {
+            c.resolve(&config.name, |k| std::env::var(k).ok())
+                .map_err(unprocessable)?;
+        }
         let http = match &config.tls {
             Some(tls) => {
                 config.client_tls = tls.load(&config.name).map_err(unprocessable)?;
@@ -487,11 +511,18 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// The entry with its credential values replaced (never shown back).
+/// The entry as shown back: credential references, the client id, token URL and scopes as
+/// given; anything else under `credentials` (an inline secret of an entry stored before the
+/// API refused them) replaced.
 fn redact(mut entry: Value) -> Value {
     if let Some(Value::Object(creds)) = entry.get_mut("credentials") {
-        for v in creds.values_mut() {
-            *v = Value::String("<redacted>".into());
+        for (k, v) in creds.iter_mut() {
+            let shown = k.ends_with("_env")
+                || k.ends_with("_file")
+                || matches!(k.as_str(), "client_id" | "token_url" | "scopes");
+            if !shown {
+                *v = Value::String("<redacted>".into());
+            }
         }
     }
     entry

@@ -554,6 +554,12 @@ impl Config {
                     .map_err(|e| format!("A2A_BUILTIN_AGENTS={v:?}: {e}"))?,
             );
         }
+        // Secrets named by reference (`api_key_env`, `..._file`) are read once, here.
+        for agent in &mut file.agents {
+            if let Some(c) = &mut agent.credentials {
+                c.resolve(&agent.name, nonempty)?;
+            }
+        }
         file.push = push_config(file.push, &nonempty)?;
         if let Some(v) = nonempty("A2A_TRUSTED_PROXIES") {
             file.limits.rate.trusted_proxies = v
