@@ -1,9 +1,10 @@
 //! The admin API for upstream agents (README, *Upstream agents*), on the admin listener only:
-//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`. Bodies are an
-//! `[[agents]]` entry as JSON (the same field names and validation), with credentials by
-//! reference only (an inline secret is a 400: the entry is stored). Authenticated by a bearer
-//! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
-//! in constant time; without one configured the routes do not exist (404).
+//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`,
+//! `GET /admin/v1/audit`. Bodies are an `[[agents]]` entry as JSON (the same field names and
+//! validation), with credentials by reference only (an inline secret is a 400: the entry is
+//! stored). Authenticated by a bearer token whose SHA-256 (hex) is in `[admin] token_sha256` /
+//! `A2A_ADMIN_TOKEN_SHA256`, compared in constant time, or by a token of `[admin] oidc_scheme`
+//! carrying `[admin] scope`; without either configured the routes do not exist (404).
 //!
 //! The handlers are thin: the record of the API's agents is an
 //! [`a2a_store::AgentRegistryStore`] (in memory embedded; with PostgreSQL shared, and every
@@ -48,6 +49,10 @@ use crate::upstream::config::{AgentConfig, INLINE_SECRETS};
 pub const AGENTS_PATH: &str = "/admin/v1/agents";
 /// One agent's path.
 pub const AGENT_PATH: &str = "/admin/v1/agents/{name}";
+/// The most recent changes, newest first.
+pub const AUDIT_PATH: &str = "/admin/v1/audit";
+/// How many audit records `GET /admin/v1/audit` answers.
+const AUDIT_SHOWN: usize = 100;
 /// The largest entry accepted (an inline card included).
 const MAX_BODY: usize = 256 * 1024;
 /// How long a new agent's first card fetch may take before it is refused.
@@ -56,15 +61,31 @@ const FIRST_FETCH: Duration = Duration::from_secs(10);
 const MAX_AGENTS: usize = 1024;
 
 /// `[admin]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// SHA-256 (lowercase or uppercase hex) of each accepted bearer token.
     pub token_sha256: Vec<String>,
+    /// An `[auth]` scheme (bearer, oauth2 or openIdConnect) whose tokens are also accepted,
+    /// when they carry `scope`: operators log in with their identity provider, and the audit
+    /// names them (`oidc:<issuer>|<subject>`).
+    pub oidc_scheme: Option<String>,
+    /// The scope such a token must carry.
+    pub scope: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            token_sha256: Vec::new(),
+            oidc_scheme: None,
+            scope: "a2a:admin".into(),
+        }
+    }
 }
 
 impl AdminConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self, auth: Option<&crate::auth::AuthConfig>) -> Result<(), String> {
         for t in &self.token_sha256 {
             if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!(
@@ -72,6 +93,16 @@ impl AdminConfig {
                      (64 hex digits; e.g. `printf %s \"$TOKEN\" | sha256sum`)",
                     t.chars().take(80).collect::<String>()
                 ));
+            }
+        }
+        if let Some(name) = &self.oidc_scheme {
+            let auth = auth.ok_or_else(|| {
+                format!("admin.oidc_scheme = {name:?} needs that scheme in [auth.schemes]")
+            })?;
+            crate::auth::token_verifier(auth, name)
+                .map_err(|e| format!("admin.oidc_scheme = {name:?}: {e}"))?;
+            if self.scope.trim().is_empty() {
+                return Err("admin.scope must name the scope an admin token carries".into());
             }
         }
         Ok(())
@@ -146,6 +177,8 @@ impl AdminState {
 struct Admin {
     svc: A2aService,
     tokens: Vec<[u8; 32]>,
+    /// `[admin] oidc_scheme`'s verifier and the scope its tokens must carry.
+    oidc: Option<(crate::auth::jwt::JwtVerifier, String)>,
     state: Arc<AdminState>,
 }
 
@@ -293,15 +326,32 @@ async fn persist(state: &AdminState, change: RegistryChange<'_>, who: &str) -> O
 /// The admin API's routes, or none when no admin token is configured (every path is then a
 /// 404, as if the API did not exist).
 pub fn routes(svc: A2aService) -> Router {
-    let tokens = svc.file_config().admin.digests();
-    if tokens.is_empty() {
+    let config = &svc.file_config().admin;
+    let tokens = config.digests();
+    let oidc = config.oidc_scheme.as_ref().and_then(|name| {
+        let auth = svc.file_config().auth.as_ref()?;
+        match crate::auth::token_verifier(auth, name) {
+            Ok(v) => Some((v, config.scope.clone())),
+            Err(e) => {
+                tracing::error!(error = %e, "admin API: admin.oidc_scheme is unusable");
+                None
+            }
+        }
+    });
+    if tokens.is_empty() && oidc.is_none() {
         return Router::new();
     }
     let state = svc.admin_state().clone();
-    let admin = Arc::new(Admin { svc, tokens, state });
+    let admin = Arc::new(Admin {
+        svc,
+        tokens,
+        oidc,
+        state,
+    });
     Router::new()
         .route(AGENTS_PATH, get(list).post(create))
         .route(AGENT_PATH, get(read).put(replace).delete(remove))
+        .route(AUDIT_PATH, get(audit_records))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin)
 }
@@ -317,9 +367,11 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 impl Admin {
-    /// The caller's identity for the audit (`token:` and the first 12 hex digits of its
-    /// token's SHA-256), or the 401 answer. Every configured digest is compared, in constant time.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+    /// The caller's identity for the audit: `token:` and the first 12 hex digits of its admin
+    /// token's SHA-256 (every configured digest is compared, in constant time), or
+    /// `oidc:<issuer>|<subject>` for a token of `[admin] oidc_scheme` with the admin scope;
+    /// else the 401 answer (403: a valid token without the scope).
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
         let unauthorized = || {
             let mut r = error(
                 StatusCode::UNAUTHORIZED,
@@ -348,10 +400,27 @@ impl Admin {
             matched |= subtle::ConstantTimeEq::ct_eq(&digest[..], &known[..]);
         }
         if bool::from(matched) {
-            Ok(format!("token:{}", hex(&digest[..6])))
-        } else {
-            Err(unauthorized())
+            return Ok(format!("token:{}", hex(&digest[..6])));
         }
+        // Not an admin token: perhaps one of the identity provider's, with the admin scope.
+        if let Some((verifier, scope)) = &self.oidc
+            && let Ok(verified) = verifier.verify(token).await
+        {
+            if verified.scopes.iter().any(|s| s == scope) {
+                return Ok(format!("oidc:{}", verified.principal));
+            }
+            let mut r = error(
+                StatusCode::FORBIDDEN,
+                format!("the token lacks the admin scope {scope:?}"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!(
+                "Bearer realm=\"a2a-gateway admin\", error=\"insufficient_scope\", scope=\"{scope}\""
+            )) {
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            return Err(r);
+        }
+        Err(unauthorized())
     }
 
     fn registry(&self) -> &AgentRegistry {
@@ -567,7 +636,7 @@ fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
 }
 
 async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
-    if let Err(r) = admin.authenticate(&headers) {
+    if let Err(r) = admin.authenticate(&headers).await {
         return r;
     }
     let registered = admin.state.registered.lock().await;
@@ -583,12 +652,39 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     axum::Json(json!({ "agents": agents })).into_response()
 }
 
+async fn audit_records(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    if let Err(r) = admin.authenticate(&headers).await {
+        return r;
+    }
+    match admin.state.store().audit(AUDIT_SHOWN).await {
+        Ok(records) => {
+            let records: Vec<Value> = records
+                .into_iter()
+                .map(|r| {
+                    let at = chrono::DateTime::from_timestamp_millis(r.at_ms)
+                        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                    json!({"at": at, "who": r.who, "action": r.action, "agent": r.agent,
+                           "etag": r.etag})
+                })
+                .collect();
+            axum::Json(json!({ "records": records })).into_response()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "admin API: cannot read the audit records");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            )
+        }
+    }
+}
+
 async fn read(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = admin.authenticate(&headers) {
+    if let Err(r) = admin.authenticate(&headers).await {
         return r;
     }
     let registered = admin.state.registered.lock().await;
@@ -604,7 +700,7 @@ async fn read(
 }
 
 async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -671,7 +767,7 @@ async fn replace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -721,7 +817,7 @@ async fn remove(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };

@@ -518,7 +518,7 @@ impl Config {
                 .map(str::to_owned)
                 .collect();
         }
-        file.admin.validate()?;
+        file.admin.validate(file.auth.as_ref())?;
         let admin_listen = nonempty("A2A_ADMIN_LISTEN")
             .map(|raw| {
                 raw.parse().map_err(|e| {

@@ -12,6 +12,7 @@ use crate::auth::config as auth_config;
 use crate::harness::TestGateway;
 use crate::issuer::Issuer;
 use crate::upstream::{agent, script, upstream};
+use jsonwebtoken::Algorithm;
 
 const TOKEN: &str = "s3cret-admin-token";
 
@@ -561,4 +562,80 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
         assert!(!answer.to_string().contains("bob-secret"), "{answer}");
     }
     let _ = std::fs::remove_file(&file);
+}
+
+/// `[admin] oidc_scheme`: a token of the identity provider carrying the admin scope
+/// administers (and the audit names its subject); one without the scope is refused with 403,
+/// a forged one with 401. No admin token is configured: the API exists through OIDC alone.
+#[tokio::test]
+async fn an_identity_provider_token_with_the_admin_scope_administers() {
+    let issuer = Issuer::start().await;
+    let up = upstream("").await;
+    let toml = format!(
+        "{}\n[admin]\noidc_scheme = \"oidc\"\nscope = \"a2a:admin\"\n",
+        auth_config(issuer.url(), 10, 600)
+    );
+    let gw = TestGateway::with_env(&toml, &[("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned())]).await;
+    let admin_token = issuer.token(Algorithm::RS256, &issuer.claims("ops-alice", "a2a:admin"));
+    let user_token = issuer.token(Algorithm::RS256, &issuer.claims("bob", "a2a:write"));
+
+    let (status, _, body) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents",
+        Some(&user_token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a2a:admin"),
+        "{body}"
+    );
+    let (status, _, _) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents",
+        Some("not.a.jwt"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _, _) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    assert_eq!(status, 401, "no admin token is configured");
+
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(&admin_token),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url("")})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _, audit) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/audit",
+        Some(&admin_token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let record = &audit["records"][0];
+    assert_eq!(
+        record["who"],
+        format!("oidc:{}|ops-alice", issuer.url()),
+        "{audit}"
+    );
+    assert_eq!(record["action"], "create");
+    assert_eq!(record["agent"], "billing");
+    assert!(record["at"].as_str().is_some(), "{audit}");
 }
