@@ -145,6 +145,8 @@ pub struct AdminState {
     applied: std::sync::atomic::AtomicI64,
     /// The last read failed (logged once at warn until one succeeds again).
     failing: std::sync::atomic::AtomicBool,
+    /// How many agents `registered` holds, for the scrape (which cannot wait for its lock).
+    registered_count: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for AdminState {
@@ -160,11 +162,24 @@ impl Default for AdminState {
             shared: std::sync::OnceLock::new(),
             applied: std::sync::atomic::AtomicI64::new(-1),
             failing: std::sync::atomic::AtomicBool::new(false),
+            registered_count: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
 
 impl AdminState {
+    /// How many agents the admin API registered in this process
+    /// (`a2a_registered_agents{source="admin"}`).
+    pub fn registered_count(&self) -> usize {
+        self.registered_count
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self, registered: &BTreeMap<String, Registered>) {
+        self.registered_count
+            .store(registered.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Where changes are recorded (and, when shared, where other replicas' come from).
     fn store(&self) -> &dyn AgentRegistryStore {
         match self.shared.get() {
@@ -295,6 +310,7 @@ async fn apply(
         }
         tracing::info!(agent = %name, "admin API: removed a shared agent");
     }
+    state.count(registered);
     complete
 }
 
@@ -750,6 +766,7 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
     };
     let answer = shown(&entry);
     registered.insert(config.name.clone(), entry);
+    admin.state.count(&registered);
     audit(&who, "create", &config.name, Some(&etag));
     let mut response = with_etag(
         (StatusCode::CREATED, axum::Json(answer)).into_response(),
@@ -844,6 +861,7 @@ async fn remove(
     if let Some(old) = registered.remove(&name) {
         old.stop.cancel();
     }
+    admin.state.count(&registered);
     audit(&who, "delete", &name, None);
     StatusCode::NO_CONTENT.into_response()
 }

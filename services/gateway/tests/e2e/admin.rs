@@ -561,6 +561,20 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
     for answer in [&shown, &listed] {
         assert!(!answer.to_string().contains("bob-secret"), "{answer}");
     }
+    // The gauge counts it.
+    let metrics = gw
+        .client
+        .get(admin_url(&gw, "/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("a2a_registered_agents{source=\"admin\"}"),
+        "{metrics}"
+    );
     let _ = std::fs::remove_file(&file);
 }
 
