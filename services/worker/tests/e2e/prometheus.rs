@@ -218,7 +218,7 @@ async fn dashboard_and_alert_expressions_evaluate_on_a_real_prometheus() {
         .collect();
     assert_eq!(
         rules.len(),
-        11,
+        12,
         "every rule of alerts.yml is loaded: {rules:?}"
     );
     for rule in &rules {
