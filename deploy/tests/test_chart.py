@@ -391,4 +391,4 @@ def test_rendered_prometheus_rule_passes_promtool(tmp_path):
     rules.write_text(yaml.safe_dump(chart.one(docs, "PrometheusRule")["spec"]))
     done = subprocess.run(["promtool", "check", "rules", str(rules)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SUCCESS: 11 rules found" in done.stdout, done.stdout
+    assert "SUCCESS: 12 rules found" in done.stdout, done.stdout

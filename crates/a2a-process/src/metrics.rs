@@ -36,7 +36,7 @@ pub const SIZE_BUCKETS: [f64; 9] = [
     4_194_304.0,
 ];
 
-/// Upper bounds of the events-per-stream histogram (`a2a_server_streaming_events`).
+/// Upper bounds of the events-per-stream histogram (`a2a_server_response_sse_events`).
 pub const COUNT_BUCKETS: [f64; 10] = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 1024.0];
 
 /// How often histograms are drained into their rendered form between scrapes.
@@ -64,7 +64,7 @@ pub fn install(binary: &'static str, version: &'static str) -> PrometheusHandle 
             )
             .expect("the bucket list is not empty")
             .set_buckets_for_metric(
-                metrics_exporter_prometheus::Matcher::Full("a2a_server_streaming_events".into()),
+                metrics_exporter_prometheus::Matcher::Full("a2a_server_response_sse_events".into()),
                 &COUNT_BUCKETS,
             )
             .expect("the bucket list is not empty")

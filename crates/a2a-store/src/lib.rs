@@ -14,6 +14,7 @@ mod metered;
 #[cfg(feature = "postgres")]
 pub mod pg;
 mod redact;
+mod registry;
 #[cfg(any(test, feature = "testing"))]
 pub mod suite;
 
@@ -30,6 +31,11 @@ pub use metered::Metered;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
 pub use redact::redact_url;
+#[cfg(feature = "postgres")]
+pub use registry::PgAgentRegistry;
+pub use registry::{
+    AgentRegistryStore, AuditRecord, MemoryAgentRegistry, RegisteredAgent, RegistryChange,
+};
 
 /// A task snapshot and what the gateway keeps beside it.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,10 +4,12 @@
 
 mod bounds;
 mod outbox;
+mod registry;
 mod retention;
 
 pub use bounds::*;
 pub use outbox::*;
+pub use registry::*;
 pub use retention::*;
 
 use a2a_types::state::state_of;

@@ -162,6 +162,8 @@ impl TaskStore for TestStore {
 
 #[path = "pg/health.rs"]
 mod health;
+#[path = "pg/registry.rs"]
+mod registry;
 #[path = "pg/retention.rs"]
 mod retention;
 

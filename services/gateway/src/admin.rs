@@ -1,18 +1,21 @@
 //! The admin API for upstream agents (README, *Upstream agents*), on the admin listener only:
-//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`. Bodies are an
-//! `[[agents]]` entry as JSON (the same field names and validation). Authenticated by a bearer
-//! token whose SHA-256 (hex) is in `[admin] token_sha256` / `A2A_ADMIN_TOKEN_SHA256`, compared
-//! in constant time; without one configured the routes do not exist (404).
+//! `GET`/`POST /admin/v1/agents`, `GET`/`PUT`/`DELETE /admin/v1/agents/{name}`,
+//! `GET /admin/v1/audit`. Bodies are an `[[agents]]` entry as JSON (the same field names and
+//! validation), with credentials by reference only (an inline secret is a 400: the entry is
+//! stored). Authenticated by a bearer token whose SHA-256 (hex) is in `[admin] token_sha256` /
+//! `A2A_ADMIN_TOKEN_SHA256`, compared in constant time, or by a token of `[admin] oidc_scheme`
+//! carrying `[admin] scope`; without either configured the routes do not exist (404).
 //!
-//! Agents registered here live in this process in embedded mode; with PostgreSQL they are
-//! stored in `admin_agents` and every replica applies a change within about a second ([`share`]).
-//! The file's
-//! `[[agents]]` and the built-in agents are listed read-only (409 on a change). Each agent has
-//! a strong `ETag` (the SHA-256 of its entry); `PUT` and `DELETE` honour `If-Match` (412 when
-//! another change came first). A new or replaced agent's card is fetched (and its signature
-//! verified, when asked) before it is routed to: an agent whose card cannot be had is refused
-//! (422) and nothing changes. A removed agent gets no new turn; turns already running hold
-//! their own reference and finish. Every change is logged (`target: a2a_gateway::audit`).
+//! The handlers are thin: the record of the API's agents is an
+//! [`a2a_store::AgentRegistryStore`] (in memory embedded; with PostgreSQL shared, and every
+//! replica applies a change within about a second: [`share`]); this module turns entries
+//! into routed agents. The file's `[[agents]]` and the built-in agents are listed read-only
+//! (409 on a change). Each agent has a strong `ETag` (the SHA-256 of its entry); `PUT` and
+//! `DELETE` honour `If-Match` (412 when another change came first). A new or replaced agent's
+//! card is fetched (and its signature verified, when asked) before it is routed to: an agent
+//! whose card cannot be had is refused (422) and nothing changes. A removed agent gets no new
+//! turn; turns already running hold their own reference and finish. Every change is audited
+//! in the store and logged (`target: a2a_gateway::audit`).
 
 // The handlers' helpers return the answer itself as their error: a refusal is rare and
 // answered at once, so its size does not matter.
@@ -33,16 +36,24 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use a2a_store::{
+    AgentRegistryStore, MemoryAgentRegistry, PgAgentRegistry, RegisteredAgent, RegistryChange,
+};
+
 use crate::agents::AgentRegistry;
 use crate::cli::AgentsCommand;
 use crate::service::A2aService;
 use crate::upstream::UpstreamAgent;
-use crate::upstream::config::AgentConfig;
+use crate::upstream::config::{AgentConfig, INLINE_SECRETS};
 
 /// The collection's path.
 pub const AGENTS_PATH: &str = "/admin/v1/agents";
 /// One agent's path.
 pub const AGENT_PATH: &str = "/admin/v1/agents/{name}";
+/// The most recent changes, newest first.
+pub const AUDIT_PATH: &str = "/admin/v1/audit";
+/// How many audit records `GET /admin/v1/audit` answers.
+const AUDIT_SHOWN: usize = 100;
 /// The largest entry accepted (an inline card included).
 const MAX_BODY: usize = 256 * 1024;
 /// How long a new agent's first card fetch may take before it is refused.
@@ -51,15 +62,31 @@ const FIRST_FETCH: Duration = Duration::from_secs(10);
 const MAX_AGENTS: usize = 1024;
 
 /// `[admin]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AdminConfig {
     /// SHA-256 (lowercase or uppercase hex) of each accepted bearer token.
     pub token_sha256: Vec<String>,
+    /// An `[auth]` scheme (bearer, oauth2 or openIdConnect) whose tokens are also accepted,
+    /// when they carry `scope`: operators log in with their identity provider, and the audit
+    /// names them (`oidc:<issuer>|<subject>`).
+    pub oidc_scheme: Option<String>,
+    /// The scope such a token must carry.
+    pub scope: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            token_sha256: Vec::new(),
+            oidc_scheme: None,
+            scope: "a2a:admin".into(),
+        }
+    }
 }
 
 impl AdminConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self, auth: Option<&crate::auth::AuthConfig>) -> Result<(), String> {
         for t in &self.token_sha256 {
             if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return Err(format!(
@@ -67,6 +94,16 @@ impl AdminConfig {
                      (64 hex digits; e.g. `printf %s \"$TOKEN\" | sha256sum`)",
                     t.chars().take(80).collect::<String>()
                 ));
+            }
+        }
+        if let Some(name) = &self.oidc_scheme {
+            let auth = auth.ok_or_else(|| {
+                format!("admin.oidc_scheme = {name:?} needs that scheme in [auth.schemes]")
+            })?;
+            crate::auth::token_verifier(auth, name)
+                .map_err(|e| format!("admin.oidc_scheme = {name:?}: {e}"))?;
+            if self.scope.trim().is_empty() {
+                return Err("admin.scope must name the scope an admin token carries".into());
             }
         }
         Ok(())
@@ -95,18 +132,22 @@ struct Registered {
     stop: CancellationToken,
 }
 
-/// The agents registered through the API in this process, and (with PostgreSQL) the pool of
-/// the table they are shared through.
+/// The agents registered through the API in this process, and the registry store that records
+/// them: in memory (embedded), or shared through PostgreSQL ([`share`]).
 pub struct AdminState {
     http: reqwest::Client,
     /// Held across a whole change (card fetch included): changes are serialised.
     registered: tokio::sync::Mutex<BTreeMap<String, Registered>>,
-    /// With PostgreSQL: `admin_agents`, `admin_agents_version`, `admin_audit`.
-    pool: std::sync::OnceLock<sqlx::PgPool>,
-    /// The `admin_agents_version` this process last applied.
+    /// The record in embedded mode.
+    local: MemoryAgentRegistry,
+    /// With PostgreSQL: the record every replica shares (then `local` is unused).
+    shared: std::sync::OnceLock<Arc<dyn AgentRegistryStore>>,
+    /// The registry version this process last applied.
     applied: std::sync::atomic::AtomicI64,
     /// The last read failed (logged once at warn until one succeeds again).
     failing: std::sync::atomic::AtomicBool,
+    /// How many agents `registered` holds, for the scrape (which cannot wait for its lock).
+    registered_count: std::sync::atomic::AtomicUsize,
 }
 
 impl Default for AdminState {
@@ -118,9 +159,33 @@ impl Default for AdminState {
                 .build()
                 .unwrap_or_default(),
             registered: tokio::sync::Mutex::new(BTreeMap::new()),
-            pool: std::sync::OnceLock::new(),
+            local: MemoryAgentRegistry::new(),
+            shared: std::sync::OnceLock::new(),
             applied: std::sync::atomic::AtomicI64::new(-1),
             failing: std::sync::atomic::AtomicBool::new(false),
+            registered_count: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl AdminState {
+    /// How many agents the admin API registered in this process
+    /// (`a2a_registered_agents{source="admin"}`).
+    pub fn registered_count(&self) -> usize {
+        self.registered_count
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self, registered: &BTreeMap<String, Registered>) {
+        self.registered_count
+            .store(registered.len(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Where changes are recorded (and, when shared, where other replicas' come from).
+    fn store(&self) -> &dyn AgentRegistryStore {
+        match self.shared.get() {
+            Some(shared) => shared.as_ref(),
+            None => &self.local,
         }
     }
 }
@@ -128,28 +193,27 @@ impl Default for AdminState {
 struct Admin {
     svc: A2aService,
     tokens: Vec<[u8; 32]>,
+    /// `[admin] oidc_scheme`'s verifier and the scope its tokens must carry.
+    oidc: Option<(crate::auth::jwt::JwtVerifier, String)>,
     state: Arc<AdminState>,
 }
 
-/// With PostgreSQL: the agents registered through the API live in `admin_agents`, and every
-/// replica applies a change within about a second. A 1 s poll of the one-row version counter
-/// (an index-only read) is the notification: cheaper to reason about than a Redis channel
-/// (nothing to miss across a reconnect, no Redis needed) and bounded at one tiny query per
-/// replica per second; when it moved the table is read again (at most [`MAX_AGENTS`] rows).
+/// With PostgreSQL: the agents registered through the API live in the shared registry
+/// ([`PgAgentRegistry`]), and every replica applies a change within about a second. A 1 s poll
+/// of the registry's version (a one-row read) is the notification: cheaper to reason about
+/// than a Redis channel (nothing to miss across a reconnect, no Redis needed) and bounded at
+/// one tiny query per replica per second; when it moved the registry is read again (at most
+/// [`MAX_AGENTS`] entries).
 pub async fn share(svc: &A2aService, database_url: &str) {
-    let pool = match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .acquire_timeout(Duration::from_secs(3))
-        .connect_lazy(database_url)
-    {
-        Ok(p) => p,
+    let registry = match PgAgentRegistry::connect_lazy(database_url) {
+        Ok(r) => r,
         Err(e) => {
             tracing::error!(error = %e, "admin API: the database URL is unusable; API agents stay local");
             return;
         }
     };
     let state = svc.admin_state().clone();
-    let _ = state.pool.set(pool);
+    let _ = state.shared.set(Arc::new(registry));
     sync(svc, &state).await;
     let svc = svc.clone();
     let shutdown = svc.shutdown_token().clone();
@@ -164,16 +228,11 @@ pub async fn share(svc: &A2aService, database_url: &str) {
     });
 }
 
-/// One round of the replica sync: when `admin_agents_version` moved, the table is read and
+/// One round of the replica sync: when the registry's version moved, its entries are read and
 /// applied (new or changed entries built, their cards fetched, then routed to; missing ones
 /// removed). A failure leaves the version unapplied, so the next round tries again.
 async fn sync(svc: &A2aService, state: &AdminState) {
-    let Some(pool) = state.pool.get() else { return };
-    let version: Result<i64, _> =
-        sqlx::query_scalar("SELECT version FROM admin_agents_version WHERE id = 1")
-            .fetch_one(pool)
-            .await;
-    let version = match version {
+    let version = match state.store().version().await {
         Ok(v) => {
             state
                 .failing
@@ -195,34 +254,28 @@ async fn sync(svc: &A2aService, state: &AdminState) {
         return;
     }
     let mut registered = state.registered.lock().await;
-    if apply(svc, state, pool, &mut registered).await {
+    if apply(svc, state, &mut registered).await {
         state
             .applied
             .store(version, std::sync::atomic::Ordering::Release);
     }
 }
 
-/// Makes this process's API agents those of `admin_agents`; whether all of them could be.
+/// Makes this process's API agents those of the registry; whether all of them could be.
 async fn apply(
     svc: &A2aService,
     state: &AdminState,
-    pool: &sqlx::PgPool,
     registered: &mut BTreeMap<String, Registered>,
 ) -> bool {
-    let rows: Vec<(String, String, String)> =
-        match sqlx::query_as("SELECT name, entry, etag FROM admin_agents ORDER BY name LIMIT $1")
-            .bind(MAX_AGENTS as i64)
-            .fetch_all(pool)
-            .await
-        {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "admin API: cannot read the shared agents");
-                return false;
-            }
-        };
+    let rows = match state.store().list(MAX_AGENTS).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "admin API: cannot read the shared agents");
+            return false;
+        }
+    };
     let mut complete = true;
-    for (name, entry, etag) in &rows {
+    for RegisteredAgent { name, entry, etag } in &rows {
         if registered.get(name).is_some_and(|r| &r.etag == etag) {
             continue;
         }
@@ -248,7 +301,7 @@ async fn apply(
     }
     let gone: Vec<String> = registered
         .keys()
-        .filter(|n| !rows.iter().any(|(name, _, _)| name == *n))
+        .filter(|n| !rows.iter().any(|r| &r.name == *n))
         .cloned()
         .collect();
     for name in gone {
@@ -258,94 +311,21 @@ async fn apply(
         }
         tracing::info!(agent = %name, "admin API: removed a shared agent");
     }
+    state.count(registered);
     complete
 }
 
-/// Writes one change to the shared table (with its audit row and the version bump) in one
-/// transaction. `expect`: the ETag the row must still have (`None`: it must not exist, for a
-/// create). Returns whether the row was as expected.
-async fn persist(pool: &sqlx::PgPool, change: Change<'_>, who: &str) -> Result<bool, sqlx::Error> {
-    let mut tx = pool.begin().await?;
-    let (done, action, name, etag) = match change {
-        Change::Create { name, entry, etag } => {
-            let r = sqlx::query(
-                "INSERT INTO admin_agents (name, entry, etag) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO NOTHING",
-            )
-            .bind(name)
-            .bind(entry)
-            .bind(etag)
-            .execute(&mut *tx)
-            .await?;
-            (r.rows_affected() == 1, "create", name, Some(etag))
-        }
-        Change::Replace {
-            name,
-            entry,
-            etag,
-            expect,
-        } => {
-            let r = sqlx::query(
-                "UPDATE admin_agents SET entry = $2, etag = $3, updated_at = now() \
-                 WHERE name = $1 AND etag = $4",
-            )
-            .bind(name)
-            .bind(entry)
-            .bind(etag)
-            .bind(expect)
-            .execute(&mut *tx)
-            .await?;
-            (r.rows_affected() == 1, "replace", name, Some(etag))
-        }
-        Change::Delete { name, expect } => {
-            let r = sqlx::query("DELETE FROM admin_agents WHERE name = $1 AND etag = $2")
-                .bind(name)
-                .bind(expect)
-                .execute(&mut *tx)
-                .await?;
-            (r.rows_affected() == 1, "delete", name, None)
-        }
-    };
-    if !done {
-        tx.rollback().await?;
-        return Ok(false);
-    }
-    sqlx::query("UPDATE admin_agents_version SET version = version + 1 WHERE id = 1")
-        .execute(&mut *tx)
-        .await?;
-    sqlx::query("INSERT INTO admin_audit (who, action, agent, etag) VALUES ($1, $2, $3, $4)")
-        .bind(format!("token:{who}"))
-        .bind(action)
-        .bind(name)
-        .bind(etag)
-        .execute(&mut *tx)
-        .await?;
-    tx.commit().await?;
-    Ok(true)
-}
-
-enum Change<'a> {
-    Create {
-        name: &'a str,
-        entry: &'a str,
-        etag: &'a str,
-    },
-    Replace {
-        name: &'a str,
-        entry: &'a str,
-        etag: &'a str,
-        expect: &'a str,
-    },
-    Delete {
-        name: &'a str,
-        expect: &'a str,
-    },
-}
-
-/// A change the shared table refused (another replica's change came first) or could not take.
-fn persist_failed(result: Result<bool, sqlx::Error>, name: &str) -> Option<Response> {
-    match result {
+/// Records one change (with its audit record and the version bump) in the registry: the
+/// answer when it could not be, `None` when it was. `Create` refused: the name was taken on
+/// another replica meanwhile (409); `Replace`/`Delete` refused: the ETag moved (412).
+async fn persist(state: &AdminState, change: RegistryChange<'_>, who: &str) -> Option<Response> {
+    let name = change.name();
+    match state.store().change(change, who).await {
         Ok(true) => None,
+        Ok(false) if matches!(change, RegistryChange::Create { .. }) => Some(error(
+            StatusCode::CONFLICT,
+            format!("agent {name:?} was created on another replica meanwhile"),
+        )),
         Ok(false) => Some(error(
             StatusCode::PRECONDITION_FAILED,
             format!("agent {name:?} changed on another replica meanwhile: read it again"),
@@ -363,15 +343,32 @@ fn persist_failed(result: Result<bool, sqlx::Error>, name: &str) -> Option<Respo
 /// The admin API's routes, or none when no admin token is configured (every path is then a
 /// 404, as if the API did not exist).
 pub fn routes(svc: A2aService) -> Router {
-    let tokens = svc.file_config().admin.digests();
-    if tokens.is_empty() {
+    let config = &svc.file_config().admin;
+    let tokens = config.digests();
+    let oidc = config.oidc_scheme.as_ref().and_then(|name| {
+        let auth = svc.file_config().auth.as_ref()?;
+        match crate::auth::token_verifier(auth, name) {
+            Ok(v) => Some((v, config.scope.clone())),
+            Err(e) => {
+                tracing::error!(error = %e, "admin API: admin.oidc_scheme is unusable");
+                None
+            }
+        }
+    });
+    if tokens.is_empty() && oidc.is_none() {
         return Router::new();
     }
     let state = svc.admin_state().clone();
-    let admin = Arc::new(Admin { svc, tokens, state });
+    let admin = Arc::new(Admin {
+        svc,
+        tokens,
+        oidc,
+        state,
+    });
     Router::new()
         .route(AGENTS_PATH, get(list).post(create))
         .route(AGENT_PATH, get(read).put(replace).delete(remove))
+        .route(AUDIT_PATH, get(audit_records))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(admin)
 }
@@ -387,9 +384,11 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 impl Admin {
-    /// The caller's identity (the first 12 hex digits of its token's SHA-256, for the audit
-    /// log), or the 401 answer. Every configured digest is compared, in constant time.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
+    /// The caller's identity for the audit: `token:` and the first 12 hex digits of its admin
+    /// token's SHA-256 (every configured digest is compared, in constant time), or
+    /// `oidc:<issuer>|<subject>` for a token of `[admin] oidc_scheme` with the admin scope;
+    /// else the 401 answer (403: a valid token without the scope).
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<String, Response> {
         let unauthorized = || {
             let mut r = error(
                 StatusCode::UNAUTHORIZED,
@@ -418,10 +417,27 @@ impl Admin {
             matched |= subtle::ConstantTimeEq::ct_eq(&digest[..], &known[..]);
         }
         if bool::from(matched) {
-            Ok(hex(&digest[..6]))
-        } else {
-            Err(unauthorized())
+            return Ok(format!("token:{}", hex(&digest[..6])));
         }
+        // Not an admin token: perhaps one of the identity provider's, with the admin scope.
+        if let Some((verifier, scope)) = &self.oidc
+            && let Ok(verified) = verifier.verify(token).await
+        {
+            if verified.scopes.iter().any(|s| s == scope) {
+                return Ok(format!("oidc:{}", verified.principal));
+            }
+            let mut r = error(
+                StatusCode::FORBIDDEN,
+                format!("the token lacks the admin scope {scope:?}"),
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!(
+                "Bearer realm=\"a2a-gateway admin\", error=\"insufficient_scope\", scope=\"{scope}\""
+            )) {
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            return Err(r);
+        }
+        Err(unauthorized())
     }
 
     fn registry(&self) -> &AgentRegistry {
@@ -459,18 +475,35 @@ impl Admin {
         }
     }
 
+    /// [`build`] for a change through the API, which takes no inline secret: the entry is
+    /// stored (in PostgreSQL when shared), so its credentials must only name where the secret
+    /// is (400 naming the field otherwise).
     async fn build(
         &self,
         body: &[u8],
         name: Option<&str>,
     ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+        if let Ok(entry) = serde_json::from_slice::<Value>(body)
+            && let Some(creds) = entry.get("credentials").and_then(Value::as_object)
+            && let Some(field) = INLINE_SECRETS.iter().find(|f| creds.contains_key(**f))
+        {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "credentials.{field}: the admin API takes no inline secret (the entry is \
+                     stored); name it by reference: credentials.{field}_env (an environment \
+                     variable of every replica) or credentials.{field}_file (a file on every \
+                     replica)"
+                ),
+            ));
+        }
         build(&self.svc, &self.state, body, name).await
     }
 
     /// Brings this process up to date with the shared table before a change (PostgreSQL).
     async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
-        if let Some(pool) = self.state.pool.get() {
-            apply(&self.svc, &self.state, pool, registered).await;
+        if self.state.shared.get().is_some() {
+            apply(&self.svc, &self.state, registered).await;
         }
     }
 }
@@ -509,6 +542,12 @@ async fn build(
         config
             .validate(&AgentRegistry::BUILTIN)
             .map_err(unprocessable)?;
+        // References are read from this process (the gateway's environment, its files): each
+        // replica reads its own when it applies the entry.
+        if let Some(c) = &mut config.credentials {
+            c.resolve(&config.name, |k| std::env::var(k).ok())
+                .map_err(unprocessable)?;
+        }
         let http = match &config.tls {
             Some(tls) => {
                 config.client_tls = tls.load(&config.name).map_err(unprocessable)?;
@@ -558,11 +597,18 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
-/// The entry with its credential values replaced (never shown back).
+/// The entry as shown back: credential references, the client id, token URL and scopes as
+/// given; anything else under `credentials` (an inline secret of an entry stored before the
+/// API refused them) replaced.
 fn redact(mut entry: Value) -> Value {
     if let Some(Value::Object(creds)) = entry.get_mut("credentials") {
-        for v in creds.values_mut() {
-            *v = Value::String("<redacted>".into());
+        for (k, v) in creds.iter_mut() {
+            let shown = k.ends_with("_env")
+                || k.ends_with("_file")
+                || matches!(k.as_str(), "client_id" | "token_url" | "scopes");
+            if !shown {
+                *v = Value::String("<redacted>".into());
+            }
         }
     }
     entry
@@ -598,7 +644,7 @@ fn shown(entry: &Registered) -> Value {
 fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
     tracing::info!(
         target: "a2a_gateway::audit",
-        who = %format!("token:{who}"),
+        who,
         action,
         agent = name,
         etag = etag.unwrap_or(""),
@@ -607,7 +653,7 @@ fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
 }
 
 async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
-    if let Err(r) = admin.authenticate(&headers) {
+    if let Err(r) = admin.authenticate(&headers).await {
         return r;
     }
     let registered = admin.state.registered.lock().await;
@@ -623,12 +669,39 @@ async fn list(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
     axum::Json(json!({ "agents": agents })).into_response()
 }
 
+async fn audit_records(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> Response {
+    if let Err(r) = admin.authenticate(&headers).await {
+        return r;
+    }
+    match admin.state.store().audit(AUDIT_SHOWN).await {
+        Ok(records) => {
+            let records: Vec<Value> = records
+                .into_iter()
+                .map(|r| {
+                    let at = chrono::DateTime::from_timestamp_millis(r.at_ms)
+                        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                    json!({"at": at, "who": r.who, "action": r.action, "agent": r.agent,
+                           "etag": r.etag})
+                })
+                .collect();
+            axum::Json(json!({ "records": records })).into_response()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "admin API: cannot read the audit records");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the database is unavailable",
+            )
+        }
+    }
+}
+
 async fn read(
     State(admin): State<Arc<Admin>>,
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = admin.authenticate(&headers) {
+    if let Err(r) = admin.authenticate(&headers).await {
         return r;
     }
     let registered = admin.state.registered.lock().await;
@@ -644,7 +717,7 @@ async fn read(
 }
 
 async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -676,27 +749,15 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
     };
     let raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
     let etag = etag_of(&raw);
-    if let Some(pool) = admin.state.pool.get() {
-        let entry = raw.to_string();
-        let change = Change::Create {
-            name: &config.name,
-            entry: &entry,
-            etag: &etag,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &config.name) {
-            stop.cancel();
-            return if refused.status() == StatusCode::PRECONDITION_FAILED {
-                error(
-                    StatusCode::CONFLICT,
-                    format!(
-                        "agent {:?} was created on another replica meanwhile",
-                        config.name
-                    ),
-                )
-            } else {
-                refused
-            };
-        }
+    let entry = raw.to_string();
+    let change = RegistryChange::Create {
+        name: &config.name,
+        entry: &entry,
+        etag: &etag,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        stop.cancel();
+        return refused;
     }
     admin.registry().insert(agent);
     let entry = Registered {
@@ -706,6 +767,7 @@ async fn create(State(admin): State<Arc<Admin>>, headers: HeaderMap, body: Bytes
     };
     let answer = shown(&entry);
     registered.insert(config.name.clone(), entry);
+    admin.state.count(&registered);
     audit(&who, "create", &config.name, Some(&etag));
     let mut response = with_etag(
         (StatusCode::CREATED, axum::Json(answer)).into_response(),
@@ -723,7 +785,7 @@ async fn replace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -743,18 +805,16 @@ async fn replace(
             .or_insert_with(|| Value::String(name.clone()));
     }
     let etag = etag_of(&raw);
-    if let Some(pool) = admin.state.pool.get() {
-        let entry = raw.to_string();
-        let change = Change::Replace {
-            name: &name,
-            entry: &entry,
-            etag: &etag,
-            expect: &expect,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
-            stop.cancel();
-            return refused;
-        }
+    let entry = raw.to_string();
+    let change = RegistryChange::Replace {
+        name: &name,
+        entry: &entry,
+        etag: &etag,
+        expect: &expect,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        stop.cancel();
+        return refused;
     }
     admin.registry().insert(agent);
     let entry = Registered {
@@ -775,7 +835,7 @@ async fn remove(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let who = match admin.authenticate(&headers) {
+    let who = match admin.authenticate(&headers).await {
         Ok(w) => w,
         Err(r) => return r,
     };
@@ -791,19 +851,18 @@ async fn remove(
             format!("agent {name:?} is the default agent (default_agent)"),
         );
     }
-    if let Some(pool) = admin.state.pool.get() {
-        let change = Change::Delete {
-            name: &name,
-            expect: &expect,
-        };
-        if let Some(refused) = persist_failed(persist(pool, change, &who).await, &name) {
-            return refused;
-        }
+    let change = RegistryChange::Delete {
+        name: &name,
+        expect: &expect,
+    };
+    if let Some(refused) = persist(&admin.state, change, &who).await {
+        return refused;
     }
     admin.registry().remove(&name);
     if let Some(old) = registered.remove(&name) {
         old.stop.cancel();
     }
+    admin.state.count(&registered);
     audit(&who, "delete", &name, None);
     StatusCode::NO_CONTENT.into_response()
 }

@@ -532,7 +532,7 @@ impl Config {
                 .map(str::to_owned)
                 .collect();
         }
-        file.admin.validate()?;
+        file.admin.validate(file.auth.as_ref())?;
         let admin_listen = nonempty("A2A_ADMIN_LISTEN")
             .map(|raw| {
                 raw.parse().map_err(|e| {
@@ -567,6 +567,12 @@ impl Config {
                 check_builtin_agents(names)
                     .map_err(|e| format!("A2A_BUILTIN_AGENTS={v:?}: {e}"))?,
             );
+        }
+        // Secrets named by reference (`api_key_env`, `..._file`) are read once, here.
+        for agent in &mut file.agents {
+            if let Some(c) = &mut agent.credentials {
+                c.resolve(&agent.name, nonempty)?;
+            }
         }
         file.push = push_config(file.push, &nonempty)?;
         if let Some(v) = nonempty("A2A_TRUSTED_PROXIES") {

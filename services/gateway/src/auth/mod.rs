@@ -47,6 +47,30 @@ impl KeyDirectory for a2a_store::PgApiKeys {
     }
 }
 
+/// The token verifier of `[auth]` scheme `name`, which must be a bearer, oauth2 or
+/// openIdConnect scheme: what the admin API's OIDC login (`[admin] oidc_scheme`) checks tokens
+/// with, exactly as the public listener does.
+pub fn token_verifier(c: &AuthConfig, name: &str) -> Result<JwtVerifier, String> {
+    let s = c
+        .schemes
+        .get(name)
+        .ok_or_else(|| format!("no [auth.schemes.{name}]"))?;
+    match &s.scheme.scheme {
+        Some(CardScheme::HttpAuthSecurityScheme(h)) if h.scheme.eq_ignore_ascii_case("bearer") => {
+            JwtVerifier::new(name, s, None)
+        }
+        Some(CardScheme::Oauth2SecurityScheme(o)) => {
+            JwtVerifier::new(name, s, Some(&o.oauth2_metadata_url))
+        }
+        Some(CardScheme::OpenIdConnectSecurityScheme(o)) => {
+            JwtVerifier::new(name, s, Some(&o.open_id_connect_url))
+        }
+        _ => Err(format!(
+            "auth scheme {name} takes no tokens (it must be a bearer, oauth2 or openIdConnect scheme)"
+        )),
+    }
+}
+
 /// The authenticated caller: `apikey:<scheme>:config:<id>` or `apikey:<scheme>:db:<id>` (see
 /// [`api_key_principal`]), `mtls:<scheme>:<subject DN>` (see [`mtls_principal`]), or
 /// `<issuer>|<subject>`; for an AND-set of several schemes, all of its principals (see

@@ -453,7 +453,7 @@ enum Semconv {
     BodySize,
     /// From the request's arrival to its stream's first event.
     FirstEvent,
-    /// Events a stream carried, recorded when it drops.
+    /// SSE events a stream carried, recorded when it drops.
     Events,
 }
 
@@ -471,8 +471,8 @@ fn semconv(which: Semconv, binding: Binding, method: usize) -> Option<&'static H
         let metric = match which {
             Semconv::Duration => "a2a_server_operation_duration_seconds",
             Semconv::BodySize => "a2a_server_response_body_size_bytes",
-            Semconv::FirstEvent => "a2a_server_streaming_time_to_first_event_seconds",
-            Semconv::Events => "a2a_server_streaming_events",
+            Semconv::FirstEvent => "a2a_server_response_time_to_first_event_seconds",
+            Semconv::Events => "a2a_server_response_sse_events",
         };
         metrics::histogram!(metric, "a2a_method_name" => name, "a2a_protocol_binding" => b)
     })
@@ -500,7 +500,11 @@ impl StreamMeter {
 
 impl Drop for StreamMeter {
     fn drop(&mut self) {
-        if let Some(h) = semconv(Semconv::Events, self.binding, self.method) {
+        // The draft counts SSE events only ("SHOULD NOT be reported otherwise"): gRPC streams
+        // are left out.
+        if self.binding != Binding::Grpc
+            && let Some(h) = semconv(Semconv::Events, self.binding, self.method)
+        {
             h.record(self.events as f64);
         }
     }

@@ -431,6 +431,11 @@ impl A2aService {
                 .set(if status.healthy { 1.0 } else { 0.0 });
             metrics::gauge!("a2a_upstream_queue_depth", "agent" => name).set(status.queued as f64);
         }
+        // The upstream agents by where they were registered (README, Metrics).
+        metrics::gauge!("a2a_registered_agents", "source" => "file")
+            .set(self.inner.config.agents.len() as f64);
+        metrics::gauge!("a2a_registered_agents", "source" => "admin")
+            .set(self.admin_state().registered_count() as f64);
         if let Some(pool) = self.inner.store.pool_stats() {
             metrics::gauge!("a2a_store_pool_connections", "state" => "in_use")
                 .set(f64::from(pool.in_use));

@@ -14,7 +14,8 @@ use serde::Deserialize;
 /// max_concurrency = 16                      # turns running at once
 /// queue_capacity = 64                       # turns waiting beyond that; more are refused
 /// weight = 1.0                              # multiplies its routing score
-/// credentials = { api_key = "..." }         # or { client_id = "...", client_secret = "..." }
+/// credentials = { api_key_env = "BILLING_KEY" }  # or api_key_file, or api_key = "..." inline;
+///                                           # or { client_id, client_secret[_env|_file] }
 /// allow_insecure_credentials = false       # true: credentials may go over plain http
 /// max_turn_secs = 600                       # default [limits] max_turn_secs
 /// tls = { ca = "ca.pem", cert = "c.pem", key = "k.pem" }  # private CA, client certificate
@@ -118,16 +119,31 @@ impl UpstreamTls {
 /// What the gateway presents to the upstream, according to the upstream card's security
 /// schemes: an API key (where the card's apiKey scheme says), or OAuth2 client credentials
 /// against the token URL of the card's clientCredentials flow (`token_url` overrides it).
+///
+/// Each secret is given one way: inline (`api_key`, `client_secret`: the file only), or by
+/// reference, read when the agent is built: `*_env` names an environment variable, `*_file` a
+/// file (its content, without a trailing newline: a mounted Kubernetes Secret, say). The admin
+/// API accepts references only, so no secret is ever stored in its database.
 #[derive(Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Credentials {
     pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+    pub api_key_file: Option<std::path::PathBuf>,
     pub client_id: Option<String>,
     pub client_secret: Option<String>,
+    pub client_secret_env: Option<String>,
+    pub client_secret_file: Option<std::path::PathBuf>,
     pub token_url: Option<String>,
     #[serde(default)]
     pub scopes: Vec<String>,
 }
+
+/// The fields of [`Credentials`] that hold a secret itself (not a reference to one).
+pub const INLINE_SECRETS: [&str; 2] = ["api_key", "client_secret"];
+
+/// The most bytes a secret file may hold (a key or a client secret, not a document).
+const MAX_SECRET_FILE: u64 = 64 * 1024;
 
 /// Secrets stay out of logs: only the name and the kind of credential print.
 impl fmt::Debug for AgentConfig {
@@ -149,13 +165,92 @@ impl fmt::Debug for AgentConfig {
 
 impl Credentials {
     pub fn kind(&self) -> &'static str {
-        if self.api_key.is_some() {
+        if self.api_key.is_some() || self.api_key_env.is_some() || self.api_key_file.is_some() {
             "api_key"
         } else if self.client_id.is_some() {
             "oauth2_client_credentials"
         } else {
             "none"
         }
+    }
+}
+
+impl Credentials {
+    /// Checks that each secret is given at most one way, and that a client id has a secret.
+    fn check(&self, agent: &str) -> Result<(), String> {
+        let ways = |inline: bool, env: bool, file: bool| {
+            [inline, env, file].iter().filter(|b| **b).count()
+        };
+        if ways(
+            self.api_key.is_some(),
+            self.api_key_env.is_some(),
+            self.api_key_file.is_some(),
+        ) > 1
+        {
+            return Err(format!(
+                "agents.{agent}.credentials: give the API key one way: api_key, api_key_env or \
+                 api_key_file"
+            ));
+        }
+        let secrets = ways(
+            self.client_secret.is_some(),
+            self.client_secret_env.is_some(),
+            self.client_secret_file.is_some(),
+        );
+        if secrets > 1 {
+            return Err(format!(
+                "agents.{agent}.credentials: give the client secret one way: client_secret, \
+                 client_secret_env or client_secret_file"
+            ));
+        }
+        if self.client_id.is_some() != (secrets == 1) {
+            return Err(format!(
+                "agents.{agent}.credentials: client_id and client_secret go together"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads the secrets given by reference (`env` looks a variable up) into `api_key` and
+    /// `client_secret`; an error names the agent, the field and the variable or file (never a
+    /// secret).
+    pub fn resolve(
+        &mut self,
+        agent: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), String> {
+        let read = |field: &str, var: &Option<String>, file: &Option<std::path::PathBuf>| {
+            if let Some(var) = var {
+                return env(var).filter(|v| !v.is_empty()).map(Some).ok_or_else(|| {
+                    format!("agents.{agent}.credentials.{field}_env: {var} is not set (or empty)")
+                });
+            }
+            let Some(path) = file else { return Ok(None) };
+            let where_ = || format!("agents.{agent}.credentials.{field}_file {}", path.display());
+            let len = std::fs::metadata(path)
+                .map_err(|e| format!("{}: {e}", where_()))?
+                .len();
+            if len > MAX_SECRET_FILE {
+                return Err(format!("{}: larger than {MAX_SECRET_FILE} bytes", where_()));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", where_()))?;
+            let value = text.trim_end_matches(['\r', '\n']);
+            if value.is_empty() {
+                return Err(format!("{}: empty", where_()));
+            }
+            Ok(Some(value.to_owned()))
+        };
+        if let Some(key) = read("api_key", &self.api_key_env, &self.api_key_file)? {
+            self.api_key = Some(key);
+        }
+        if let Some(secret) = read(
+            "client_secret",
+            &self.client_secret_env,
+            &self.client_secret_file,
+        )? {
+            self.client_secret = Some(secret);
+        }
+        Ok(())
     }
 }
 
@@ -249,12 +344,8 @@ impl AgentConfig {
         if !(self.weight.is_finite() && self.weight > 0.0) {
             return Err(format!("agents.{name}.weight must be a positive number"));
         }
-        if let Some(c) = &self.credentials
-            && c.client_id.is_some() != c.client_secret.is_some()
-        {
-            return Err(format!(
-                "agents.{name}.credentials: client_id and client_secret go together"
-            ));
+        if let Some(c) = &self.credentials {
+            c.check(name)?;
         }
         Ok(())
     }
@@ -278,6 +369,70 @@ mod tests {
     fn check(toml_text: &str) -> Result<(), String> {
         let agent: AgentConfig = toml::from_str(toml_text).unwrap();
         agent.validate(&[])
+    }
+
+    #[test]
+    fn each_secret_is_given_one_way_and_references_are_resolved() {
+        let url = "name = \"up\"\ncard_url = \"http://127.0.0.1:9\"\n";
+        check(&format!("{url}credentials = {{ api_key_env = \"K\" }}")).unwrap();
+        let err = check(&format!(
+            "{url}credentials = {{ api_key = \"k\", api_key_file = \"/k\" }}"
+        ))
+        .unwrap_err();
+        assert!(err.contains("one way"), "{err}");
+        let err = check(&format!(
+            "{url}credentials = {{ client_id = \"c\", client_secret_env = \"S\", client_secret = \"s\" }}"
+        ))
+        .unwrap_err();
+        assert!(err.contains("one way"), "{err}");
+        check(&format!(
+            "{url}credentials = {{ client_id = \"c\", client_secret_file = \"/s\" }}"
+        ))
+        .unwrap();
+        let err = check(&format!(
+            "{url}credentials = {{ client_secret_env = \"S\" }}"
+        ))
+        .unwrap_err();
+        assert!(err.contains("go together"), "{err}");
+
+        let env = |k: &str| (k == "KEY").then(|| "from-env".to_owned());
+        let mut c = Credentials {
+            api_key_env: Some("KEY".into()),
+            ..Default::default()
+        };
+        c.resolve("up", env).unwrap();
+        assert_eq!(c.api_key.as_deref(), Some("from-env"));
+        let mut unset = Credentials {
+            api_key_env: Some("NOPE".into()),
+            ..Default::default()
+        };
+        let err = unset.resolve("up", env).unwrap_err();
+        assert_eq!(
+            err,
+            "agents.up.credentials.api_key_env: NOPE is not set (or empty)"
+        );
+        let file = std::env::temp_dir().join(format!("a2a-secret-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&file, "from-file\r\n").unwrap();
+        let mut c = Credentials {
+            client_id: Some("c".into()),
+            client_secret_file: Some(file.clone()),
+            ..Default::default()
+        };
+        c.resolve("up", env).unwrap();
+        assert_eq!(c.client_secret.as_deref(), Some("from-file"));
+        std::fs::write(&file, "\n").unwrap();
+        let err = c.resolve("up", env).unwrap_err();
+        assert!(err.ends_with(": empty"), "{err}");
+        let _ = std::fs::remove_file(&file);
+        let mut gone = Credentials {
+            api_key_file: Some(file),
+            ..Default::default()
+        };
+        let err = gone.resolve("up", env).unwrap_err();
+        assert!(
+            err.starts_with("agents.up.credentials.api_key_file "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -8,8 +8,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::auth::config as auth_config;
 use crate::harness::TestGateway;
+use crate::issuer::Issuer;
 use crate::upstream::{agent, script, upstream};
+use jsonwebtoken::Algorithm;
 
 const TOKEN: &str = "s3cret-admin-token";
 
@@ -461,4 +464,200 @@ async fn replicas_share_the_api_agents_through_postgres() {
         .await
         .unwrap();
     assert_eq!(actions, ["create", "replace", "delete"]);
+}
+
+/// An upstream (default agent `scenario`) that takes one of `auth_config`'s API keys
+/// (`bob-secret`) or an issuer token.
+async fn guarded_upstream(issuer: &Issuer) -> TestGateway {
+    let auth = auth_config(issuer.url(), 10, 600);
+    TestGateway::with_config(&format!("default_agent = \"scenario\"\n{auth}")).await
+}
+
+/// The admin API takes credentials by reference only: an inline secret is refused with a 400
+/// naming the field, a referenced one is read by the gateway (the guarded upstream is reached
+/// with it), and no answer ever holds the secret.
+#[tokio::test]
+async fn the_admin_api_takes_credentials_by_reference_only() {
+    let issuer = Issuer::start().await;
+    let up = guarded_upstream(&issuer).await;
+    let gw = admin_gateway("").await;
+    for (creds, field) in [
+        (json!({"api_key": "bob-secret"}), "credentials.api_key"),
+        (
+            json!({"client_id": "robot", "client_secret": "robot-secret"}),
+            "credentials.client_secret",
+        ),
+    ] {
+        let entry = json!({"name": "billing", "card_url": up.url(""), "credentials": creds,
+                           "allow_insecure_credentials": true});
+        let (status, _, body) = call(
+            &gw,
+            Method::POST,
+            "/admin/v1/agents",
+            Some(TOKEN),
+            &[],
+            Some(entry),
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.starts_with(field), "{message}");
+        assert!(
+            !message.contains("-secret"),
+            "the value is never echoed: {message}"
+        );
+    }
+    // A reference that cannot be read: 422, and nothing is registered.
+    let missing = json!({"name": "billing", "card_url": up.url(""),
+                         "credentials": {"api_key_env": "A2A_TEST_UNSET_VARIABLE_7d1f"}});
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(missing),
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("A2A_TEST_UNSET_VARIABLE_7d1f is not set"),
+        "{body}"
+    );
+
+    // The key in a file (as a mounted Secret would be), with its trailing newline.
+    let file = std::env::temp_dir().join(format!("a2a-admin-key-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&file, "bob-secret\n").unwrap();
+    let entry = json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1,
+                       "credentials": {"api_key_file": file},
+                       "allow_insecure_credentials": true});
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(entry),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let sent = gw
+        .ok(
+            "SendMessage",
+            script("billing", json!({"chunks": 1}), json!({})),
+        )
+        .await;
+    assert_eq!(
+        crate::harness::state(&sent["task"]),
+        "TASK_STATE_COMPLETED",
+        "the upstream took the key read from the file: {sent}"
+    );
+    let (_, _, shown) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents/billing",
+        Some(TOKEN),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(shown["credentials"]["api_key_file"], json!(file), "{shown}");
+    let (_, _, listed) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    for answer in [&shown, &listed] {
+        assert!(!answer.to_string().contains("bob-secret"), "{answer}");
+    }
+    // The gauge counts it.
+    let metrics = gw
+        .client
+        .get(admin_url(&gw, "/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("a2a_registered_agents{source=\"admin\"}"),
+        "{metrics}"
+    );
+    let _ = std::fs::remove_file(&file);
+}
+
+/// `[admin] oidc_scheme`: a token of the identity provider carrying the admin scope
+/// administers (and the audit names its subject); one without the scope is refused with 403,
+/// a forged one with 401. No admin token is configured: the API exists through OIDC alone.
+#[tokio::test]
+async fn an_identity_provider_token_with_the_admin_scope_administers() {
+    let issuer = Issuer::start().await;
+    let up = upstream("").await;
+    let toml = format!(
+        "{}\n[admin]\noidc_scheme = \"oidc\"\nscope = \"a2a:admin\"\n",
+        auth_config(issuer.url(), 10, 600)
+    );
+    let gw = TestGateway::with_env(&toml, &[("A2A_ADMIN_LISTEN", "127.0.0.1:0".to_owned())]).await;
+    let admin_token = issuer.token(Algorithm::RS256, &issuer.claims("ops-alice", "a2a:admin"));
+    let user_token = issuer.token(Algorithm::RS256, &issuer.claims("bob", "a2a:write"));
+
+    let (status, _, body) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents",
+        Some(&user_token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a2a:admin"),
+        "{body}"
+    );
+    let (status, _, _) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/agents",
+        Some("not.a.jwt"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 401);
+    let (status, _, _) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    assert_eq!(status, 401, "no admin token is configured");
+
+    let (status, _, body) = call(
+        &gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(&admin_token),
+        &[],
+        Some(json!({"name": "billing", "card_url": up.url("")})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, _, audit) = call(
+        &gw,
+        Method::GET,
+        "/admin/v1/audit",
+        Some(&admin_token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{audit}");
+    let record = &audit["records"][0];
+    assert_eq!(
+        record["who"],
+        format!("oidc:{}|ops-alice", issuer.url()),
+        "{audit}"
+    );
+    assert_eq!(record["action"], "create");
+    assert_eq!(record["agent"], "billing");
+    assert!(record["at"].as_str().is_some(), "{audit}");
 }

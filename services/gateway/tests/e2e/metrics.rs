@@ -151,15 +151,15 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         ("a2a_method_name", "SendStreamingMessage"),
     ];
     grew(
-        "a2a_server_streaming_time_to_first_event_seconds_count",
+        "a2a_server_response_time_to_first_event_seconds_count",
         &streams,
         2.0,
     );
     // A stream's count is recorded when the server drops it, just after its last event went.
     let mut counted = Scrape::take(&gw).await;
     for _ in 0..50 {
-        if counted.value("a2a_server_streaming_events_count", &streams)
-            - before.value("a2a_server_streaming_events_count", &streams)
+        if counted.value("a2a_server_response_sse_events_count", &streams)
+            - before.value("a2a_server_response_sse_events_count", &streams)
             >= 2.0
         {
             break;
@@ -168,7 +168,7 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         counted = Scrape::take(&gw).await;
     }
     let count = |suffix: &str| {
-        let name = format!("a2a_server_streaming_events_{suffix}");
+        let name = format!("a2a_server_response_sse_events_{suffix}");
         counted.value(&name, &streams) - before.value(&name, &streams)
     };
     assert!(count("count") >= 2.0, "{}", counted.text);

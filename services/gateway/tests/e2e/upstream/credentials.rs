@@ -51,6 +51,36 @@ async fn an_api_key_reaches_a_guarded_upstream_where_its_card_says() {
     completes_through(&gw).await;
 }
 
+/// `[[agents]] credentials` may name the key instead of holding it: an environment variable
+/// (read through the configuration's lookup, as `A2A_*` are) or a file.
+#[tokio::test]
+async fn an_api_key_named_by_reference_reaches_a_guarded_upstream() {
+    let issuer = Issuer::start().await;
+    let up = guarded_upstream(&issuer).await;
+    let entry = |creds: &str| {
+        super::agent(
+            "up",
+            &up.url(""),
+            &format!("credentials = {creds}\nallow_insecure_credentials = true"),
+        )
+    };
+    let by_env = TestGateway::with_env(
+        &entry("{ api_key_env = \"UPSTREAM_KEY\" }"),
+        &[("UPSTREAM_KEY", "bob-secret".to_owned())],
+    )
+    .await;
+    completes_through(&by_env).await;
+    let file = std::env::temp_dir().join(format!("a2a-upstream-key-{}", uuid::Uuid::new_v4()));
+    std::fs::write(&file, "bob-secret\n").unwrap();
+    let by_file = TestGateway::with_config(&entry(&format!(
+        "{{ api_key_file = {:?} }}",
+        file.display().to_string()
+    )))
+    .await;
+    completes_through(&by_file).await;
+    let _ = std::fs::remove_file(&file);
+}
+
 #[tokio::test]
 async fn without_credentials_a_guarded_upstream_refuses_and_the_caller_is_told() {
     let issuer = Issuer::start().await;
