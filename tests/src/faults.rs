@@ -53,7 +53,7 @@ pub async fn workers_stopped_past_the_stream_cap(top: &mut Topology) {
         .await
         .expect("Redis answers");
     let trimmed: i64 = redis::cmd("XTRIM")
-        .arg(a2a_bus::events_key("sys:"))
+        .arg(a2a_bus::events_key("sys:", 0))
         .arg("MAXLEN")
         .arg(0)
         .query_async(&mut conn)

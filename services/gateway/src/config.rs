@@ -582,6 +582,7 @@ impl Config {
         };
         let redis_url = nonempty("A2A_REDIS_URL");
         let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
+        a2a_bus::keys::check_prefix(&redis_prefix)?;
         if file.limits.rate.backend == crate::limits::Backend::Redis {
             let url = redis_url
                 .clone()

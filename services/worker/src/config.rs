@@ -292,6 +292,7 @@ impl WorkerConfig {
             pool_size: number("A2A_DATABASE_POOL_SIZE", get("A2A_DATABASE_POOL_SIZE"), 16)? as u32,
             migrate: matches!(get("A2A_MIGRATE").as_deref(), Some("1" | "true" | "yes")),
         };
+        a2a_bus::keys::check_prefix(&config.redis_prefix)?;
         for (name, d) in [
             ("A2A_WORKER_ATTEMPT_TIMEOUT_MS", config.attempt_timeout),
             ("A2A_WORKER_CLAIM_IDLE_MS", config.claim_idle),

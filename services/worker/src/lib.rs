@@ -182,7 +182,7 @@ async fn connect(
     url: &str,
     shutdown: &CancellationToken,
 ) -> Result<Consumer, String> {
-    let key = a2a_bus::events_key(&config.redis_prefix);
+    let key = a2a_bus::events_key(&config.redis_prefix, 0);
     let mut wait = Duration::from_millis(200);
     loop {
         let attempt = async {

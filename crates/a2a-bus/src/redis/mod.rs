@@ -1,8 +1,10 @@
 //! The Redis Streams bus (`A2A_REDIS_URL`): any replica serves any task's stream.
 //!
-//! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
+//! Key names and their Redis Cluster slots are in [`keys`].
+//!
+//! `publish` appends the committed event to the task's stream (approximate
 //! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
-//! task's terminal event) and to the worker stream `{prefix}events`, which the push worker reads
+//! task's terminal event) and to the worker stream ([`events_key`]), which the push worker reads
 //! through a consumer group (and no gateway reads). Every key is thus bounded: a task stream by its MAXLEN and its
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
@@ -11,9 +13,10 @@
 //! the request that caused it had one, its W3C trace context (`tp`: a `traceparent` value).
 //!
 //! A replica reads the events of the tasks its own clients follow, and nothing else. The
-//! followed tasks are spread over [`READERS`] readers by a keyed hash of their id; a reader
+//! followed tasks are spread over [`READERS`] readers by their group ([`keys::group_of`] their
+//! id, one slot of a cluster); a reader
 //! with tasks to read holds one connection and issues one `XREAD BLOCK` at a time over its
-//! wake-up stream `{prefix}wake:{uuid}:{n}` and the streams of its tasks (at most
+//! wake-up stream and the streams of its tasks (at most
 //! [`MAX_FOLLOWED_PER_READER`]), and hands each entry to the local subscribers of its task through
 //! bounded channels; one more reader follows the control stream. An idle replica thus costs one
 //! XREAD a second whatever the others do, and
@@ -49,6 +52,10 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::{BusError, BusEvent, BusItem, Control, EventBus};
 
+pub mod keys;
+pub use keys::events_key;
+use keys::{control_key, task_key};
+
 /// First byte of every encoded event, so the format can change without misreading old entries.
 const FORMAT_V1: u8 = 1;
 /// Entries kept per task stream; a follower further behind than this re-reads the event log.
@@ -74,10 +81,10 @@ const CONTROL_MAXLEN: usize = 1000;
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
 /// Readers per process, each with its own connection (opened when it first has a task to read)
-/// and its share of the followed tasks, by a keyed hash of the task id: an XREAD names at most
-/// [`MAX_FOLLOWED_PER_READER`] streams, so what a reader sends per read stays small however many
-/// tasks the process follows.
-const READERS: usize = 32;
+/// and one group of the followed tasks ([`keys::group_of`] their id; the group's keys share one
+/// slot of a Redis Cluster): an XREAD names at most [`MAX_FOLLOWED_PER_READER`] streams, so what
+/// a reader sends per read stays small however many tasks the process follows.
+const READERS: usize = keys::GROUPS;
 /// Tasks one reader follows at once: a subscription to one more is refused as if Redis were
 /// unreachable (`a2a_bus_follow_refused_total`). Above [`MAX_FOLLOWED_TASKS`] / [`READERS`] so
 /// the hash's unevenness does not refuse before the process's limit.
@@ -169,8 +176,6 @@ struct Shard {
 struct Shared {
     prefix: String,
     shards: Box<[Shard]>,
-    /// Picks a task's shard; keyed per process.
-    hasher: std::hash::RandomState,
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
@@ -207,8 +212,7 @@ impl Shared {
     }
 
     fn shard(&self, task_id: &str) -> &Shard {
-        use std::hash::BuildHasher;
-        &self.shards[(self.hasher.hash_one(task_id) % self.shards.len() as u64) as usize]
+        &self.shards[keys::group_of(task_id)]
     }
 }
 
@@ -227,18 +231,18 @@ impl RedisEventBus {
     /// A bus on the Redis at `url`; every key it touches starts with `prefix` (e.g. `a2a:`).
     /// Connects in the background; must run inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
+        keys::check_prefix(prefix).map_err(BusError::Unavailable)?;
         let client = Client::open(url).map_err(unavailable)?;
-        let id = uuid::Uuid::new_v4().simple();
+        let id = uuid::Uuid::new_v4().simple().to_string();
         let shared = Arc::new(Shared {
             prefix: prefix.to_owned(),
             shards: (0..READERS)
                 .map(|i| Shard {
                     registry: Mutex::default(),
-                    wake_key: format!("{prefix}wake:{id}:{i}"),
+                    wake_key: keys::wake_key(prefix, i, &id),
                     notify: tokio::sync::Notify::new(),
                 })
                 .collect(),
-            hasher: std::hash::RandomState::new(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
             unpublished: Mutex::default(),
@@ -291,7 +295,7 @@ impl RedisEventBus {
             return Ok(Vec::new());
         };
         let key = self.task_key(&last.task_id);
-        let all = events_key(&self.shared.prefix);
+        let all = events_key(&self.shared.prefix, 0);
         let mut pipe = redis::pipe();
         for event in events {
             let body = encode(&event.event);
@@ -476,24 +480,10 @@ impl RedisEventBus {
     }
 }
 
-/// The combined stream: every committed event of every task, read by the push worker's consumer
-/// group (the gateways read only the task streams they follow).
-pub fn events_key(prefix: &str) -> String {
-    format!("{prefix}events")
-}
-
 /// Decodes an entry of a task stream or of the worker stream ([`events_key`]); `None` for an
 /// entry this build cannot read.
 pub fn decode_entry(entry: &redis::streams::StreamId) -> Option<BusEvent> {
     decode(entry)
-}
-
-fn control_key(prefix: &str) -> String {
-    format!("{prefix}control")
-}
-
-fn task_key(prefix: &str, task_id: &str) -> String {
-    format!("{prefix}task:{task_id}")
 }
 
 /// The id of the last entry of `key` (`0-0` when it is empty or missing).

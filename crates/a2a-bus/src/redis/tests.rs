@@ -66,7 +66,7 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
         "{ended}"
     );
     let len: u64 = redis::cmd("XLEN")
-        .arg(events_key(&bus.0.shared.prefix))
+        .arg(events_key(&bus.0.shared.prefix, 0))
         .query_async(&mut conn)
         .await
         .unwrap();

@@ -239,7 +239,7 @@ async fn events_trimmed_while_the_worker_was_stopped_are_delivered_from_the_ledg
     }
     let client = redis::Client::open(env.redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = a2a_bus::events_key(env.redis.prefix());
+    let key = a2a_bus::events_key(env.redis.prefix(), 0);
     let trimmed: i64 = redis::cmd("XTRIM")
         .arg(&key)
         .arg("MAXLEN")
