@@ -24,6 +24,7 @@ pub use tap::{TAP_CAPACITY, tapped, tapped_with};
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;
 #[cfg(feature = "redis")]
+pub use redis::target::{self, Conn, Patience, RedisTarget, SharedConn};
 pub use redis::{RedisEventBus, decode_entry, events_key, keys};
 
 /// One committed event of one task.

@@ -73,7 +73,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let redis_url = config.check_serve()?.to_owned();
+    let redis = config.check_serve()?;
     let store = store(&config)?;
     if config.migrate {
         store.migrate().await.map_err(|e| e.to_string())?;
@@ -93,7 +93,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     wait_for_schema(&ready.health, &shutdown).await?;
-    let consumer = connect(&config, &redis_url, &shutdown).await?;
+    let consumer = connect(&config, &redis, &shutdown).await?;
     ready.consuming.store(true, Ordering::Relaxed);
     let (log, log_task) = LogSink::spawn(Arc::new(store.clone()), config.name.clone());
     let deliverer = Deliverer {
@@ -179,15 +179,20 @@ async fn wait_for_schema(health: &Health, shutdown: &CancellationToken) -> Resul
 
 async fn connect(
     config: &WorkerConfig,
-    url: &str,
+    redis: &a2a_bus::RedisTarget,
     shutdown: &CancellationToken,
 ) -> Result<Consumer, String> {
     let key = a2a_bus::events_key(&config.redis_prefix, 0);
     let mut wait = Duration::from_millis(200);
     loop {
         let attempt = async {
-            let c = Consumer::connect(url, key.clone(), config.group.clone(), config.name.clone())
-                .await?;
+            let c = Consumer::connect(
+                redis.clone(),
+                key.clone(),
+                config.group.clone(),
+                config.name.clone(),
+            )
+            .await?;
             c.ensure_group().await?;
             Ok::<_, redis::RedisError>(c)
         };

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use std::sync::Arc;
+
+use a2a_bus::{Conn, Patience, RedisTarget, SharedConn};
+use redis::RedisResult;
 use redis::streams::{StreamAutoClaimReply, StreamId, StreamReadReply};
-use redis::{AsyncConnectionConfig, Client, RedisResult};
 
 /// Entries read per XREADGROUP.
 const READ_COUNT: usize = 512;
@@ -18,23 +20,30 @@ const CLAIM_COUNT: usize = 512;
 /// One consumer (`name`) of `group` on the stream `key`.
 #[derive(Clone)]
 pub struct Consumer {
-    client: Client,
-    conn: ConnectionManager,
+    target: RedisTarget,
+    /// Acknowledgements, take-overs, heartbeats (reopened after a cluster node failed it).
+    conn: Arc<SharedConn>,
     pub key: String,
     pub group: String,
     pub name: String,
 }
 
 impl Consumer {
-    pub async fn connect(url: &str, key: String, group: String, name: String) -> RedisResult<Self> {
-        let client = Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_max_delay(Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(client.clone(), config).await?;
+    pub async fn connect(
+        target: RedisTarget,
+        key: String,
+        group: String,
+        name: String,
+    ) -> RedisResult<Self> {
+        let patience = Patience {
+            connect: Duration::from_secs(2),
+            response: Duration::from_secs(5),
+            retries: 6,
+        };
+        let conn = Arc::new(SharedConn::new(target.clone(), patience));
+        conn.get().await?;
         Ok(Self {
-            client,
+            target,
             conn,
             key,
             group,
@@ -51,7 +60,7 @@ impl Consumer {
             .arg(&self.group)
             .arg("0")
             .arg("MKSTREAM")
-            .query_async(&mut self.conn.clone())
+            .query_via(self)
             .await;
         match created {
             Err(e) if e.code() == Some("BUSYGROUP") => Ok(()),
@@ -60,19 +69,12 @@ impl Consumer {
     }
 
     /// A connection for blocking reads.
-    pub async fn reader(&self) -> RedisResult<MultiplexedConnection> {
-        let config = AsyncConnectionConfig::new()
-            .set_response_timeout(Some(
-                Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
-            ))
-            .set_connection_timeout(Some(Duration::from_secs(2)));
-        self.client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
+    pub async fn reader(&self) -> RedisResult<Conn> {
+        self.target.blocking(Duration::from_millis(BLOCK_MS)).await
     }
 
     /// New entries for this consumer (waits up to a second for some).
-    pub async fn read(&self, conn: &mut MultiplexedConnection) -> RedisResult<Vec<StreamId>> {
+    pub async fn read(&self, conn: &mut Conn) -> RedisResult<Vec<StreamId>> {
         let reply: Option<StreamReadReply> = redis::cmd("XREADGROUP")
             .arg("GROUP")
             .arg(&self.group)
@@ -106,7 +108,7 @@ impl Consumer {
             .arg(start)
             .arg("COUNT")
             .arg(CLAIM_COUNT)
-            .query_async(&mut self.conn.clone())
+            .query_via(self)
             .await
     }
 
@@ -121,7 +123,7 @@ impl Consumer {
                 .arg(0)
                 .arg(chunk)
                 .arg("JUSTID")
-                .query_async::<redis::Value>(&mut self.conn.clone())
+                .query_via::<redis::Value>(self)
                 .await?;
         }
         Ok(())
@@ -135,7 +137,7 @@ impl Consumer {
             .arg(&self.key)
             .arg(&self.group)
             .arg(ids)
-            .query_async(&mut self.conn.clone())
+            .query_via(self)
             .await
     }
 
@@ -144,7 +146,7 @@ impl Consumer {
         let groups: Vec<std::collections::HashMap<String, redis::Value>> = redis::cmd("XINFO")
             .arg("GROUPS")
             .arg(&self.key)
-            .query_async(&mut self.conn.clone())
+            .query_via(self)
             .await?;
         let ours = groups.into_iter().find(|g| {
             g.get("name")
@@ -177,4 +179,21 @@ impl a2a_delivery::Acknowledge for Consumer {
 /// The milliseconds part of a stream id: when Redis appended the entry.
 pub fn id_millis(id: &str) -> Option<u64> {
     id.split_once('-').and_then(|(ms, _)| ms.parse().ok())
+}
+
+/// Sends a command on the consumer's shared connection; a failure to reach a cluster node makes
+/// the next command open it anew (see [`SharedConn`]).
+trait QueryVia {
+    async fn query_via<T: redis::FromRedisValue>(&self, consumer: &Consumer) -> RedisResult<T>;
+}
+
+impl QueryVia for redis::Cmd {
+    async fn query_via<T: redis::FromRedisValue>(&self, consumer: &Consumer) -> RedisResult<T> {
+        let mut conn = consumer.conn.get().await?;
+        let result = self.query_async(&mut conn).await;
+        if let Err(e) = &result {
+            consumer.conn.failed(e).await;
+        }
+        result
+    }
 }

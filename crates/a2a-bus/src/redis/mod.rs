@@ -43,18 +43,19 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::Client;
 use redis::streams::StreamReadReply;
-use redis::{AsyncConnectionConfig, Client};
-use tokio::sync::{OnceCell, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::{BusError, BusEvent, BusItem, Control, EventBus};
 
 pub mod keys;
+pub mod target;
 pub use keys::events_key;
 use keys::{control_key, task_key};
+use target::{Conn, Patience, RedisTarget, SharedConn};
 
 /// First byte of every encoded event, so the format can change without misreading old entries.
 const FORMAT_V1: u8 = 1;
@@ -192,12 +193,15 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct RedisEventBus {
-    client: Client,
+    target: RedisTarget,
     /// Opened on first use, so a Redis that is down at startup degrades streams to polling the
     /// event log instead of stopping the gateway; retried on every call until it opens.
-    conn: Arc<OnceCell<ConnectionManager>>,
+    conn: Arc<SharedConn>,
     shared: Arc<Shared>,
     reader: Arc<ReaderHandle>,
+    /// Partitions of the push worker's input ([`keys::partition_of`] a task's id); the
+    /// workers' `A2A_REDIS_PARTITIONS` must be the same.
+    partitions: usize,
 }
 
 impl Shared {
@@ -231,8 +235,14 @@ impl RedisEventBus {
     /// A bus on the Redis at `url`; every key it touches starts with `prefix` (e.g. `a2a:`).
     /// Connects in the background; must run inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
-        keys::check_prefix(prefix).map_err(BusError::Unavailable)?;
         let client = Client::open(url).map_err(unavailable)?;
+        Self::new(RedisTarget::Single(client), prefix)
+    }
+
+    /// A bus on `target` (one Redis or a Redis Cluster); every key it touches starts with
+    /// `prefix`. Connects in the background; must run inside a tokio runtime.
+    pub fn new(target: RedisTarget, prefix: &str) -> Result<Self, BusError> {
+        keys::check_prefix(prefix).map_err(BusError::Unavailable)?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let shared = Arc::new(Shared {
             prefix: prefix.to_owned(),
@@ -250,36 +260,47 @@ impl RedisEventBus {
             entries_read: AtomicU64::new(0),
             followed_tasks: Default::default(),
         });
-        let mut readers = vec![tokio::spawn(control_loop(client.clone(), shared.clone()))];
+        let mut readers = vec![tokio::spawn(control_loop(target.clone(), shared.clone()))];
         for index in 0..READERS {
             readers.push(tokio::spawn(read_loop(
-                client.clone(),
+                target.clone(),
                 shared.clone(),
                 index,
             )));
         }
         Ok(Self {
-            client,
-            conn: Arc::default(),
+            partitions: 1,
+            target: target.clone(),
+            // One quick retry: a call made while Redis is down fails fast (the caller degrades
+            // to the event log) instead of stalling a task runner through a long backoff.
+            conn: Arc::new(SharedConn::new(
+                target,
+                Patience {
+                    connect: Duration::from_secs(2),
+                    response: Duration::from_secs(2),
+                    retries: 1,
+                },
+            )),
             shared,
             reader: Arc::new(ReaderHandle(readers)),
         })
     }
 
+    /// Publishes the push worker's input over `partitions` streams (at least 1).
+    pub fn with_partitions(mut self, partitions: usize) -> Self {
+        self.partitions = partitions.max(1);
+        self
+    }
+
     /// The shared, self-reconnecting connection for publishing and positioning subscriptions.
-    async fn conn(&self) -> Result<ConnectionManager, BusError> {
-        // One quick retry: a call made while Redis is down fails fast (the caller degrades to the
-        // event log) instead of stalling a task runner through a long backoff.
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_max_delay(MAX_BACKOFF)
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_connection_timeout(Some(Duration::from_secs(2)));
-        self.conn
-            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), config))
-            .await
-            .cloned()
-            .map_err(unavailable)
+    async fn conn(&self) -> Result<Conn, BusError> {
+        self.conn.get().await.map_err(unavailable)
+    }
+
+    /// A command failed: the error for the caller, and on a cluster a fresh topology next time.
+    async fn failed(&self, e: redis::RedisError) -> BusError {
+        self.conn.failed(&e).await;
+        unavailable(e)
     }
 
     fn task_key(&self, task_id: &str) -> String {
@@ -295,8 +316,15 @@ impl RedisEventBus {
             return Ok(Vec::new());
         };
         let key = self.task_key(&last.task_id);
-        let all = events_key(&self.shared.prefix, 0);
+        let all = events_key(
+            &self.shared.prefix,
+            keys::partition_of(&last.task_id, self.partitions),
+        );
+        // The task stream and the worker partition are on two slots: on a cluster, one pipeline
+        // each (a pipeline goes to one node), sent at once; on one Redis, one pipeline.
         let mut pipe = redis::pipe();
+        let mut worker_pipe = redis::pipe();
+        let cluster = self.target.is_cluster();
         for event in events {
             let body = encode(&event.event);
             let seq = event.seq.to_string();
@@ -314,7 +342,9 @@ impl RedisEventBus {
                 .arg("~")
                 .arg(TASK_MAXLEN)
                 .arg("*")
-                .arg(&fields[..])
+                .arg(&fields[..]);
+            let worker = if cluster { &mut worker_pipe } else { &mut pipe };
+            worker
                 .cmd("XADD")
                 .arg(&all)
                 .arg("MAXLEN")
@@ -329,8 +359,23 @@ impl RedisEventBus {
             false => TASK_TTL_SECS,
         };
         pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
-        let mut conn = self.conn().await?;
-        let ids: Vec<String> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let conn = self.conn().await?;
+        let ids: Vec<String> = if cluster {
+            let (mut a, mut b) = (conn.clone(), conn);
+            let sent = futures::try_join!(
+                pipe.query_async::<Vec<String>>(&mut a),
+                worker_pipe.query_async::<()>(&mut b)
+            );
+            match sent {
+                Ok((ids, ())) => ids,
+                Err(e) => return Err(self.failed(e).await),
+            }
+        } else {
+            match pipe.query_async(&mut conn.clone()).await {
+                Ok(ids) => ids,
+                Err(e) => return Err(self.failed(e).await),
+            }
+        };
         Ok(ids.iter().map(|id| parse_id(id)).collect())
     }
 
@@ -446,6 +491,7 @@ impl RedisEventBus {
             .await;
         if let Err(e) = woke {
             tracing::debug!(error = %e, "redis bus: cannot wake the reader");
+            self.conn.failed(&e).await;
         }
     }
 
@@ -613,7 +659,10 @@ impl EventBus for RedisEventBus {
         // stream's current last entry, which the reader reads from once it has the task's key.
         let key = self.task_key(task_id);
         let last = match self.conn().await {
-            Ok(mut conn) => last_id(&mut conn, &key).await.map_err(unavailable),
+            Ok(mut conn) => match last_id(&mut conn, &key).await {
+                Ok(last) => Ok(last),
+                Err(e) => Err(self.failed(e).await),
+            },
             Err(e) => Err(e),
         };
         let (last, known) = match last {
@@ -670,7 +719,7 @@ impl EventBus for RedisEventBus {
     async fn send_control(&self, control: Control) -> Result<(), BusError> {
         let Control::Cancel { task_id } = control;
         let mut conn = self.conn().await?;
-        redis::cmd("XADD")
+        match redis::cmd("XADD")
             .arg(control_key(&self.shared.prefix))
             .arg("MAXLEN")
             .arg("~")
@@ -680,7 +729,10 @@ impl EventBus for RedisEventBus {
             .arg(task_id)
             .query_async::<()>(&mut conn)
             .await
-            .map_err(unavailable)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failed(e).await),
+        }
     }
 
     fn control(&self) -> BoxStream<'static, Control> {
@@ -717,15 +769,13 @@ impl Drop for Unsubscribe {
 
 /// Reads the control stream: one connection, one XREAD at a time. Best effort: after a break
 /// it goes on from where it was (what Redis still holds).
-async fn control_loop(client: Client, shared: Arc<Shared>) {
+async fn control_loop(target: RedisTarget, shared: Arc<Shared>) {
     let control = control_key(&shared.prefix);
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
     loop {
         let read: redis::RedisResult<std::convert::Infallible> = async {
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(&reader_config())
-                .await?;
+            let mut conn = target.blocking(Duration::from_millis(BLOCK_MS)).await?;
             loop {
                 let reply: Option<StreamReadReply> = redis::cmd("XREAD")
                     .arg("COUNT")
@@ -755,17 +805,9 @@ async fn control_loop(client: Client, shared: Arc<Shared>) {
     }
 }
 
-fn reader_config() -> AsyncConnectionConfig {
-    AsyncConnectionConfig::new()
-        .set_response_timeout(Some(
-            Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
-        ))
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-}
-
 /// The reader of shard `index`: once the shard has a followed task, one connection and one XREAD
 /// at a time over its wake-up stream and the streams of its followed tasks.
-async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
+async fn read_loop(target: RedisTarget, shared: Arc<Shared>, index: usize) {
     let shard = &shared.shards[index];
     let mut backoff = Duration::from_millis(50);
     let mut wake_id = (0, 0);
@@ -774,10 +816,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
         shard.notify.notified().await;
     }
     loop {
-        let mut conn = match client
-            .get_multiplexed_async_connection_with_config(&reader_config())
-            .await
-        {
+        let mut conn = match target.blocking(Duration::from_millis(BLOCK_MS)).await {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
@@ -802,7 +841,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
 }
 
 async fn read_until_error(
-    conn: &mut MultiplexedConnection,
+    conn: &mut Conn,
     shared: &Shared,
     shard: &Shard,
     wake_id: &mut StreamId,
@@ -951,5 +990,7 @@ fn lag_everyone(shard: &Shard) {
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;
