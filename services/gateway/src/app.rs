@@ -50,7 +50,9 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
     };
     let mut bus: Arc<dyn EventBus> = match config.redis_target()? {
         Some(target) => Arc::new(
-            RedisEventBus::new(target, &config.redis_prefix).map_err(|e| format!("Redis: {e}"))?,
+            RedisEventBus::new(target, &config.redis_prefix)
+                .map_err(|e| format!("Redis: {e}"))?
+                .with_partitions(config.redis_partitions),
         ),
         None => Arc::new(LocalEventBus::new()),
     };

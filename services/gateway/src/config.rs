@@ -63,6 +63,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
          A2A_REDIS_URL (not both)",
     ),
     (
+        "A2A_REDIS_PARTITIONS",
+        "partitions of the push worker's input (a task's events all in one, in order); the \
+         workers' value; default 8",
+    ),
+    (
         "A2A_REDIS_PREFIX",
         "prefix of every Redis key the gateway uses (replicas of one deployment share it); \
          default `a2a:`",
@@ -139,6 +144,8 @@ pub struct Config {
     pub redis_cluster_nodes: Option<String>,
     /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
     pub redis_prefix: String,
+    /// Partitions of the push worker's input (`A2A_REDIS_PARTITIONS`, default 8).
+    pub redis_partitions: usize,
     /// Start although the public listener is beyond loopback without `[auth]`
     /// (`A2A_ALLOW_UNAUTHENTICATED`, or the file's `allow_unauthenticated`).
     pub allow_unauthenticated: bool,
@@ -163,6 +170,7 @@ impl std::fmt::Debug for Config {
                 &self.redis_cluster_nodes.as_deref().map(redact_nodes),
             )
             .field("redis_prefix", &self.redis_prefix)
+            .field("redis_partitions", &self.redis_partitions)
             .field("allow_unauthenticated", &self.allow_unauthenticated)
             .field("replica", &self.replica)
             .field("file", &self.file)
@@ -609,6 +617,8 @@ impl Config {
         }
         let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
         a2a_bus::keys::check_prefix(&redis_prefix)?;
+        let redis_partitions =
+            a2a_bus::keys::partitions(nonempty("A2A_REDIS_PARTITIONS").as_deref())?;
         if file.limits.rate.backend == crate::limits::Backend::Redis {
             let target = a2a_bus::RedisTarget::from_settings(
                 redis_url.as_deref(),
@@ -633,6 +643,7 @@ impl Config {
             redis_url,
             redis_cluster_nodes,
             redis_prefix,
+            redis_partitions,
             allow_unauthenticated,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
@@ -1042,7 +1053,7 @@ mod tests {
         );
         let cluster = env(&[(
             "A2A_REDIS_CLUSTER_NODES",
-            "redis://:pw-secret@a:7000,redis://b:7001",
+            "redis://:pw-secret@a:7000,redis://:pw-secret@b:7001",
         )]);
         let c = Config::from_parts(FileConfig::default(), cluster).unwrap();
         assert!(c.redis_target().unwrap().unwrap().is_cluster());

@@ -25,6 +25,10 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "prefix of every Redis key; the gateway's value; default `a2a:`",
     ),
     (
+        "A2A_REDIS_PARTITIONS",
+        "partitions of the worker's input; the gateways' value; default 8",
+    ),
+    (
         "A2A_PUBLIC_URL",
         "the gateway's public base URL: the `iss` of delivery JWTs; default http://127.0.0.1:8080",
     ),
@@ -140,6 +144,8 @@ pub struct WorkerConfig {
     /// Redis Cluster seed nodes (`A2A_REDIS_CLUSTER_NODES`), instead of `redis_url`.
     pub redis_cluster_nodes: Option<String>,
     pub redis_prefix: String,
+    /// Partitions of the input (`A2A_REDIS_PARTITIONS`): the gateways' value.
+    pub redis_partitions: usize,
     /// `iss` of every delivery JWT: the gateway's public URL, which serves the JWKS.
     pub issuer: String,
     pub keys: SigningKeys,
@@ -184,6 +190,7 @@ impl std::fmt::Debug for WorkerConfig {
                 }),
             )
             .field("redis_prefix", &self.redis_prefix)
+            .field("redis_partitions", &self.redis_partitions)
             .field("issuer", &self.issuer)
             .field("keys", &self.keys)
             .field("policy", &self.policy)
@@ -282,6 +289,7 @@ impl WorkerConfig {
             redis_url: get("A2A_REDIS_URL"),
             redis_cluster_nodes: get("A2A_REDIS_CLUSTER_NODES"),
             redis_prefix: get("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            redis_partitions: a2a_bus::keys::partitions(get("A2A_REDIS_PARTITIONS").as_deref())?,
             issuer,
             keys,
             policy,
@@ -401,7 +409,7 @@ mod tests {
             ("A2A_DATABASE_URL", "postgres://x/y"),
             (
                 "A2A_REDIS_CLUSTER_NODES",
-                "redis://:pw-secret@a:7000,redis://b:7001",
+                "redis://:pw-secret@a:7000,redis://:pw-secret@b:7001",
             ),
         ]))
         .unwrap();

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use redis::streams::StreamRangeReply;
+
 use super::*;
 
 /// The bus plus the test's slice of the cluster, kept alive with it.
@@ -114,6 +116,25 @@ async fn followers_on_another_bus_get_every_group_in_order() {
         tasks.len() * 3,
         "every event in a worker partition"
     );
+    // A task's events are all in its own partition, in order.
+    for task in &tasks {
+        let key = events_key(cluster.prefix(), keys::partition_of(task, here.partitions));
+        let entries: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let seqs: Vec<u64> = entries
+            .ids
+            .iter()
+            .filter_map(decode)
+            .filter(|ev| &ev.task_id == task)
+            .map(|ev| ev.seq)
+            .collect();
+        assert_eq!(seqs, [1, 2, 3], "{task} in partition {key}");
+    }
 }
 
 /// A primary is killed (SIGKILL, by its PID) while events are published steadily on one bus

@@ -25,6 +25,27 @@
 /// Groups of task streams: each is one slot of a cluster, read by one reader per process.
 pub const GROUPS: usize = 32;
 
+/// Partitions of the push worker's input when `A2A_REDIS_PARTITIONS` is unset.
+pub const DEFAULT_PARTITIONS: usize = 8;
+/// At most this many partitions (each is a stream, a consumer group and, on a cluster, a
+/// reader in every worker).
+pub const MAX_PARTITIONS: usize = 256;
+
+/// `A2A_REDIS_PARTITIONS`: 1 to [`MAX_PARTITIONS`], default [`DEFAULT_PARTITIONS`]. Gateways
+/// and workers must agree: a task's events go to the partition its id hashes to among them.
+pub fn partitions(value: Option<&str>) -> Result<usize, String> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(DEFAULT_PARTITIONS);
+    };
+    match v.parse::<usize>() {
+        Ok(n) if (1..=MAX_PARTITIONS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "A2A_REDIS_PARTITIONS={v:?} must be a whole number from 1 to {MAX_PARTITIONS} \
+             (the same on every gateway and worker)"
+        )),
+    }
+}
+
 /// Refuses a key prefix that would change which part of a key Redis Cluster hashes.
 pub fn check_prefix(prefix: &str) -> Result<(), String> {
     if prefix.contains(['{', '}']) {

@@ -269,7 +269,7 @@ impl RedisEventBus {
             )));
         }
         Ok(Self {
-            partitions: 1,
+            partitions: keys::DEFAULT_PARTITIONS,
             target: target.clone(),
             // One quick retry: a call made while Redis is down fails fast (the caller degrades
             // to the event log) instead of stalling a task runner through a long backoff.

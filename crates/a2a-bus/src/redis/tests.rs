@@ -66,7 +66,10 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
         "{ended}"
     );
     let len: u64 = redis::cmd("XLEN")
-        .arg(events_key(&bus.0.shared.prefix, 0))
+        .arg(events_key(
+            &bus.0.shared.prefix,
+            keys::partition_of("t", bus.0.partitions),
+        ))
         .query_async(&mut conn)
         .await
         .unwrap();
