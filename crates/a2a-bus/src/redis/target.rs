@@ -173,7 +173,10 @@ impl RedisTarget {
 pub struct SharedConn {
     target: RedisTarget,
     patience: Patience,
-    conn: tokio::sync::Mutex<Option<(Conn, std::time::Instant)>>,
+    /// The connection and when it was opened; read (and cloned) by every command.
+    current: std::sync::RwLock<Option<(Conn, std::time::Instant)>>,
+    /// Held while a connection is opened, so callers open one, not one each.
+    opening: tokio::sync::Mutex<()>,
 }
 
 /// A cluster connection younger than this is kept after a failure (no storm of reconnects).
@@ -184,7 +187,8 @@ impl SharedConn {
         Self {
             target,
             patience,
-            conn: tokio::sync::Mutex::new(None),
+            current: std::sync::RwLock::new(None),
+            opening: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -192,14 +196,23 @@ impl SharedConn {
         &self.target
     }
 
+    fn current(&self) -> Option<Conn> {
+        let current = self.current.read().unwrap_or_else(|e| e.into_inner());
+        current.as_ref().map(|(c, _)| c.clone())
+    }
+
     /// The connection, opened now if there is none (an error if Redis cannot be reached).
     pub async fn get(&self) -> RedisResult<Conn> {
-        let mut conn = self.conn.lock().await;
-        if let Some((c, _)) = conn.as_ref() {
-            return Ok(c.clone());
+        if let Some(c) = self.current() {
+            return Ok(c);
+        }
+        let _opening = self.opening.lock().await;
+        if let Some(c) = self.current() {
+            return Ok(c); // opened while this call waited
         }
         let c = self.target.shared(self.patience).await?;
-        *conn = Some((c.clone(), std::time::Instant::now()));
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) =
+            Some((c.clone(), std::time::Instant::now()));
         Ok(c)
     }
 
@@ -214,12 +227,12 @@ impl SharedConn {
         if !self.target.is_cluster() || !unreachable {
             return;
         }
-        let mut conn = self.conn.lock().await;
-        if conn
+        let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
+        if current
             .as_ref()
             .is_some_and(|(_, opened)| opened.elapsed() >= REOPEN_AFTER)
         {
-            *conn = None;
+            *current = None;
         }
     }
 }
