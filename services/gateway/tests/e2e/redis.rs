@@ -501,16 +501,20 @@ async fn the_trace_context_of_a_request_travels_with_its_events() {
 
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(format!("{}events", redis.prefix()))
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // The push worker's input: every partition (a task's entries are all in one).
+    let mut entries = Vec::new();
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let part: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(a2a_bus::events_key(redis.prefix(), p))
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        entries.extend(part.ids);
+    }
     let traces_of = |id: &str| -> Vec<Option<String>> {
         entries
-            .ids
             .iter()
             .filter(|e| e.get::<String>("t").as_deref() == Some(id))
             .map(|e| e.get("tp"))
