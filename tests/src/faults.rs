@@ -52,13 +52,17 @@ pub async fn workers_stopped_past_the_stream_cap(top: &mut Topology) {
         .get_multiplexed_async_connection()
         .await
         .expect("Redis answers");
-    let trimmed: i64 = redis::cmd("XTRIM")
-        .arg(a2a_bus::events_key("sys:"))
-        .arg("MAXLEN")
-        .arg(0)
-        .query_async(&mut conn)
-        .await
-        .expect("XTRIM");
+    let mut trimmed: i64 = 0;
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let n: i64 = redis::cmd("XTRIM")
+            .arg(a2a_bus::events_key("sys:", p))
+            .arg("MAXLEN")
+            .arg(0)
+            .query_async(&mut conn)
+            .await
+            .expect("XTRIM");
+        trimmed += n;
+    }
     println!("trimmed {trimmed} unread entries of the worker stream");
     for i in 0..top.workers.len() {
         top.restart_worker(i).await;

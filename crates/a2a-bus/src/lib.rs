@@ -26,7 +26,8 @@ pub use tap::{TAP_CAPACITY, tapped, tapped_with};
 /// Control messages buffered per listener.
 pub(crate) const CONTROL_CAPACITY: usize = 256;
 #[cfg(feature = "redis")]
-pub use redis::{DEFAULT_INLINE_MAX, RedisEventBus, decode_entry, events_key};
+pub use redis::target::{self, Conn, Patience, RedisTarget, SharedConn};
+pub use redis::{DEFAULT_INLINE_MAX, RedisEventBus, decode_entry, events_key, keys};
 
 /// One committed event of one task.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,6 +9,7 @@
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
 mod calls;
+mod cluster;
 pub mod otlp;
 mod pg;
 mod process;
@@ -16,6 +17,7 @@ pub mod receiver;
 mod redis;
 
 pub use calls::{env_of, jsonrpc};
+pub use cluster::{RedisCluster, TestCluster};
 pub use pg::{PgServer, TestDatabase, insert_delivery_log_rows};
 pub use process::spawn_listening;
 pub use redis::{RedisServer, TestRedis};

@@ -144,12 +144,14 @@ key: {{ ternary .Values.redis.existingSecretKey "redis-url" (ne .Values.redis.ex
   valueFrom:
     secretKeyRef:
       {{- include "a2a.databaseSecretRef" . | nindent 6 }}
-- name: A2A_REDIS_URL
+- name: {{ ternary "A2A_REDIS_CLUSTER_NODES" "A2A_REDIS_URL" .Values.redis.cluster }}
   valueFrom:
     secretKeyRef:
       {{- include "a2a.redisSecretRef" . | nindent 6 }}
 - name: A2A_REDIS_PREFIX
   value: {{ include "a2a.redisPrefix" . | quote }}
+- name: A2A_REDIS_PARTITIONS
+  value: {{ .Values.redis.partitions | quote }}
 - name: A2A_DATABASE_POOL_SIZE
   value: {{ .Values.database.poolSize | quote }}
 - name: A2A_PUBLIC_URL

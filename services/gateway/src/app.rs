@@ -48,10 +48,11 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
             (memory.clone(), None, Some(memory))
         }
     };
-    let mut bus: Arc<dyn EventBus> = match &config.redis_url {
-        Some(url) => Arc::new(
-            RedisEventBus::connect_lazy(url, &config.redis_prefix)
-                .map_err(|e| format!("A2A_REDIS_URL: {e}"))?
+    let mut bus: Arc<dyn EventBus> = match config.redis_target()? {
+        Some(target) => Arc::new(
+            RedisEventBus::new(target, &config.redis_prefix)
+                .map_err(|e| format!("Redis: {e}"))?
+                .with_partitions(config.redis_partitions)
                 .with_inline_max(config.outbox.inline_max),
         ),
         None => Arc::new(LocalEventBus::new()),
@@ -70,7 +71,7 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         match in_memory {
             Some(tasks) => bus = embedded_push(config, &mut file, tasks, bus, &shutdown)?,
             // The worker reads the Redis stream; without it nothing would deliver.
-            None if config.redis_url.is_none() => {
+            None if !config.has_redis() => {
                 tracing::info!(
                     "push notifications are not offered: with PostgreSQL and no Redis \
                      (A2A_REDIS_URL) no a2a-worker can deliver them"

@@ -52,7 +52,21 @@ pub const ENV_VARS: &[(&str, &str)] = &[
         "A2A_MIGRATE",
         "1 = `serve` applies database migrations before it starts; default 0 ([database] migrate)",
     ),
-    ("A2A_REDIS_URL", "Redis URL; unset = in-process event bus"),
+    (
+        "A2A_REDIS_URL",
+        "Redis URL (one server, or a primary behind one address); unset (and no \
+         A2A_REDIS_CLUSTER_NODES) = in-process event bus",
+    ),
+    (
+        "A2A_REDIS_CLUSTER_NODES",
+        "Redis Cluster seed nodes, `redis://h1:7000,redis://h2:7001,...`, instead of \
+         A2A_REDIS_URL (not both)",
+    ),
+    (
+        "A2A_REDIS_PARTITIONS",
+        "partitions of the push worker's input (a task's events all in one, in order); the \
+         workers' value; default 8",
+    ),
     (
         "A2A_REDIS_INLINE_MAX_BYTES",
         "events whose encoding is larger are published to Redis as references (task id, \
@@ -136,11 +150,15 @@ pub struct Config {
     /// PostgreSQL pool settings: the file's `[database]` with the environment applied.
     pub database: DatabaseConfig,
     pub redis_url: Option<String>,
+    /// Redis Cluster seed nodes (`A2A_REDIS_CLUSTER_NODES`), instead of `redis_url`.
+    pub redis_cluster_nodes: Option<String>,
     /// Prefix of every Redis key (`A2A_REDIS_PREFIX`, default `a2a:`).
     pub redis_prefix: String,
     /// The outbox relay and the bus's inline limit (`A2A_OUTBOX_RELAY_AFTER_MS`,
     /// `A2A_REDIS_INLINE_MAX_BYTES`).
     pub outbox: OutboxSettings,
+    /// Partitions of the push worker's input (`A2A_REDIS_PARTITIONS`, default 8).
+    pub redis_partitions: usize,
     /// Start although the public listener is beyond loopback without `[auth]`
     /// (`A2A_ALLOW_UNAUTHENTICATED`, or the file's `allow_unauthenticated`).
     pub allow_unauthenticated: bool,
@@ -160,8 +178,13 @@ impl std::fmt::Debug for Config {
             .field("database_url", &redacted(&self.database_url))
             .field("database", &self.database)
             .field("redis_url", &redacted(&self.redis_url))
+            .field(
+                "redis_cluster_nodes",
+                &self.redis_cluster_nodes.as_deref().map(redact_nodes),
+            )
             .field("redis_prefix", &self.redis_prefix)
             .field("outbox", &self.outbox)
+            .field("redis_partitions", &self.redis_partitions)
             .field("allow_unauthenticated", &self.allow_unauthenticated)
             .field("replica", &self.replica)
             .field("file", &self.file)
@@ -601,14 +624,32 @@ impl Config {
             None => file.allow_unauthenticated,
         };
         let redis_url = nonempty("A2A_REDIS_URL");
+        let redis_cluster_nodes = nonempty("A2A_REDIS_CLUSTER_NODES");
+        if redis_url.is_some() && redis_cluster_nodes.is_some() {
+            // The message names both and says which is for what.
+            a2a_bus::RedisTarget::from_settings(
+                redis_url.as_deref(),
+                redis_cluster_nodes.as_deref(),
+            )?;
+        }
+        if let Some(nodes) = &redis_cluster_nodes {
+            a2a_bus::RedisTarget::cluster(nodes)?;
+        }
         let redis_prefix = nonempty("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into());
+        a2a_bus::keys::check_prefix(&redis_prefix)?;
+        let redis_partitions =
+            a2a_bus::keys::partitions(nonempty("A2A_REDIS_PARTITIONS").as_deref())?;
         if file.limits.rate.backend == crate::limits::Backend::Redis {
-            let url = redis_url
-                .clone()
-                .ok_or("limits.rate.backend = \"redis\" needs a Redis: set A2A_REDIS_URL")?;
-            redis::Client::open(url.as_str()).map_err(|e| format!("A2A_REDIS_URL: {e}"))?;
+            let target = a2a_bus::RedisTarget::from_settings(
+                redis_url.as_deref(),
+                redis_cluster_nodes.as_deref(),
+            )?
+            .ok_or(
+                "limits.rate.backend = \"redis\" needs a Redis: set A2A_REDIS_URL or \
+                 A2A_REDIS_CLUSTER_NODES",
+            )?;
             file.limits.rate.redis = Some(crate::limits::RedisTarget {
-                url,
+                target,
                 prefix: redis_prefix.clone(),
             });
         }
@@ -620,8 +661,10 @@ impl Config {
             database_url: nonempty("A2A_DATABASE_URL"),
             database,
             redis_url,
+            redis_cluster_nodes,
             redis_prefix,
             outbox: outbox_settings(&nonempty)?,
+            redis_partitions,
             allow_unauthenticated,
             replica: uuid::Uuid::now_v7().to_string(),
             file,
@@ -634,7 +677,7 @@ impl Config {
     pub fn builtin_agents(&self) -> Vec<String> {
         match &self.file.builtin_agents {
             Some(names) => names.clone(),
-            None if self.database_url.is_none() && self.redis_url.is_none() => {
+            None if self.database_url.is_none() && !self.has_redis() => {
                 crate::agents::AgentRegistry::BUILTIN
                     .map(str::to_owned)
                     .to_vec()
@@ -650,12 +693,34 @@ impl Config {
 
     /// Embedded when neither PostgreSQL nor Redis is configured.
     pub fn mode(&self) -> &'static str {
-        match (&self.database_url, &self.redis_url) {
-            (None, None) => "embedded (in-memory store, in-process bus)",
-            (Some(_), None) => "PostgreSQL store, in-process bus",
+        match (&self.database_url, self.has_redis()) {
+            (None, false) => "embedded (in-memory store, in-process bus)",
+            (Some(_), false) => "PostgreSQL store, in-process bus",
             _ => "distributed",
         }
     }
+
+    /// Whether a Redis (one server or a cluster) is configured.
+    pub fn has_redis(&self) -> bool {
+        self.redis_url.is_some() || self.redis_cluster_nodes.is_some()
+    }
+
+    /// The Redis of `A2A_REDIS_URL` or `A2A_REDIS_CLUSTER_NODES`, if any.
+    pub fn redis_target(&self) -> Result<Option<a2a_bus::RedisTarget>, String> {
+        a2a_bus::RedisTarget::from_settings(
+            self.redis_url.as_deref(),
+            self.redis_cluster_nodes.as_deref(),
+        )
+    }
+}
+
+/// Seed node URLs without their passwords.
+fn redact_nodes(nodes: &str) -> String {
+    nodes
+        .split(',')
+        .map(|n| a2a_store::redact_url(n.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The outbox relay's settings (see `service/outbox.rs`).
@@ -1033,6 +1098,29 @@ mod tests {
         }
         assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
         assert!(debug.contains("\"ci\""), "the key id still prints: {debug}");
+    }
+
+    #[test]
+    fn one_redis_or_a_cluster_not_both() {
+        let both = env(&[
+            ("A2A_REDIS_URL", "redis://r:6379"),
+            ("A2A_REDIS_CLUSTER_NODES", "redis://a:7000,redis://b:7001"),
+        ]);
+        let err = Config::from_parts(FileConfig::default(), both).unwrap_err();
+        assert!(
+            err.contains("A2A_REDIS_URL") && err.contains("A2A_REDIS_CLUSTER_NODES"),
+            "{err}"
+        );
+        let cluster = env(&[(
+            "A2A_REDIS_CLUSTER_NODES",
+            "redis://:pw-secret@a:7000,redis://:pw-secret@b:7001",
+        )]);
+        let c = Config::from_parts(FileConfig::default(), cluster).unwrap();
+        assert!(c.redis_target().unwrap().unwrap().is_cluster());
+        assert_eq!(c.mode(), "distributed");
+        assert!(!format!("{c:?}").contains("pw-secret"));
+        let bad = env(&[("A2A_REDIS_PREFIX", "a{b}:")]);
+        assert!(Config::from_parts(FileConfig::default(), bad).is_err());
     }
 
     #[test]

@@ -11,10 +11,22 @@ use a2a_push::{AddressPolicy, SigningKeys};
 /// Every environment variable the worker reads, with its meaning (the README mirrors this).
 pub const ENV_VARS: &[(&str, &str)] = &[
     ("A2A_DATABASE_URL", "PostgreSQL URL (required)"),
-    ("A2A_REDIS_URL", "Redis URL (required for `serve`)"),
+    (
+        "A2A_REDIS_URL",
+        "Redis URL (`serve` needs it or A2A_REDIS_CLUSTER_NODES)",
+    ),
+    (
+        "A2A_REDIS_CLUSTER_NODES",
+        "Redis Cluster seed nodes, `redis://h1:7000,redis://h2:7001,...`, instead of \
+         A2A_REDIS_URL (not both)",
+    ),
     (
         "A2A_REDIS_PREFIX",
         "prefix of every Redis key; the gateway's value; default `a2a:`",
+    ),
+    (
+        "A2A_REDIS_PARTITIONS",
+        "partitions of the worker's input; the gateways' value; default 8",
     ),
     (
         "A2A_PUBLIC_URL",
@@ -129,7 +141,11 @@ pub const ENV_VARS: &[(&str, &str)] = &[
 pub struct WorkerConfig {
     pub database_url: String,
     pub redis_url: Option<String>,
+    /// Redis Cluster seed nodes (`A2A_REDIS_CLUSTER_NODES`), instead of `redis_url`.
+    pub redis_cluster_nodes: Option<String>,
     pub redis_prefix: String,
+    /// Partitions of the input (`A2A_REDIS_PARTITIONS`): the gateways' value.
+    pub redis_partitions: usize,
     /// `iss` of every delivery JWT: the gateway's public URL, which serves the JWKS.
     pub issuer: String,
     pub keys: SigningKeys,
@@ -163,7 +179,18 @@ impl std::fmt::Debug for WorkerConfig {
                 "redis_url",
                 &self.redis_url.as_deref().map(a2a_store::redact_url),
             )
+            .field(
+                "redis_cluster_nodes",
+                &self.redis_cluster_nodes.as_deref().map(|nodes| {
+                    nodes
+                        .split(',')
+                        .map(|n| a2a_store::redact_url(n.trim()))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                }),
+            )
             .field("redis_prefix", &self.redis_prefix)
+            .field("redis_partitions", &self.redis_partitions)
             .field("issuer", &self.issuer)
             .field("keys", &self.keys)
             .field("policy", &self.policy)
@@ -260,7 +287,9 @@ impl WorkerConfig {
         let config = Self {
             database_url,
             redis_url: get("A2A_REDIS_URL"),
+            redis_cluster_nodes: get("A2A_REDIS_CLUSTER_NODES"),
             redis_prefix: get("A2A_REDIS_PREFIX").unwrap_or_else(|| "a2a:".into()),
+            redis_partitions: a2a_bus::keys::partitions(get("A2A_REDIS_PARTITIONS").as_deref())?,
             issuer,
             keys,
             policy,
@@ -292,6 +321,11 @@ impl WorkerConfig {
             pool_size: number("A2A_DATABASE_POOL_SIZE", get("A2A_DATABASE_POOL_SIZE"), 16)? as u32,
             migrate: matches!(get("A2A_MIGRATE").as_deref(), Some("1" | "true" | "yes")),
         };
+        a2a_bus::keys::check_prefix(&config.redis_prefix)?;
+        a2a_bus::RedisTarget::from_settings(
+            config.redis_url.as_deref(),
+            config.redis_cluster_nodes.as_deref(),
+        )?;
         for (name, d) in [
             ("A2A_WORKER_ATTEMPT_TIMEOUT_MS", config.attempt_timeout),
             ("A2A_WORKER_CLAIM_IDLE_MS", config.claim_idle),
@@ -306,16 +340,22 @@ impl WorkerConfig {
     }
 
     /// What `serve` needs beyond the database: Redis and a signing key.
-    pub fn check_serve(&self) -> Result<&str, String> {
+    pub fn check_serve(&self) -> Result<a2a_bus::RedisTarget, String> {
         if self.keys.is_empty() {
             return Err(format!(
                 "{} is required: every delivery is signed (create a key with `a2a-worker keygen`)",
                 a2a_push::SIGNING_KEYS_VAR
             ));
         }
-        self.redis_url
-            .as_deref()
-            .ok_or_else(|| "A2A_REDIS_URL is required: the worker reads the event stream".into())
+        a2a_bus::RedisTarget::from_settings(
+            self.redis_url.as_deref(),
+            self.redis_cluster_nodes.as_deref(),
+        )?
+        .ok_or_else(|| {
+            "A2A_REDIS_URL (or A2A_REDIS_CLUSTER_NODES) is required: the worker reads the event \
+             stream"
+                .into()
+        })
     }
 }
 
@@ -354,6 +394,26 @@ mod tests {
         assert!(!debug.contains("redis-password"), "{debug}");
         assert!(debug.contains("postgres://app:***@db/a2a"), "{debug}");
         assert!(debug.contains("redis://:***@cache:6379"), "{debug}");
+    }
+
+    #[test]
+    fn one_redis_or_a_cluster_not_both() {
+        let both = WorkerConfig::load(env(&[
+            ("A2A_DATABASE_URL", "postgres://x/y"),
+            ("A2A_REDIS_URL", "redis://r:6379"),
+            ("A2A_REDIS_CLUSTER_NODES", "redis://a:7000"),
+        ]));
+        let err = both.err().unwrap();
+        assert!(err.contains("A2A_REDIS_CLUSTER_NODES"), "{err}");
+        let cluster = WorkerConfig::load(env(&[
+            ("A2A_DATABASE_URL", "postgres://x/y"),
+            (
+                "A2A_REDIS_CLUSTER_NODES",
+                "redis://:pw-secret@a:7000,redis://:pw-secret@b:7001",
+            ),
+        ]))
+        .unwrap();
+        assert!(!format!("{cluster:?}").contains("pw-secret"));
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
-    let redis_url = config.check_serve()?.to_owned();
+    let redis = config.check_serve()?;
     let store = store(&config)?;
     if config.migrate {
         store.migrate().await.map_err(|e| e.to_string())?;
@@ -94,7 +94,7 @@ pub async fn run(
         shutdown.clone(),
     ));
     wait_for_schema(&ready.health, &shutdown).await?;
-    let consumer = connect(&config, &redis_url, &shutdown).await?;
+    let consumer = connect(&config, &redis, &shutdown).await?;
     ready.consuming.store(true, Ordering::Relaxed);
     let (log, log_task) = LogSink::spawn(Arc::new(store.clone()), config.name.clone());
     let deliverer = Deliverer {
@@ -129,9 +129,15 @@ pub async fn run(
         config.claim_idle,
         shutdown.clone(),
     ));
-    tracing::info!(consumer = %consumer.name, group = %consumer.group, stream = %consumer.key,
-        "a2a-worker consuming");
-    read_loop(&pipeline, &consumer, &shutdown).await;
+    tracing::info!(consumer = %consumer.name, group = %consumer.group,
+        partitions = consumer.keys.len(), "a2a-worker consuming");
+    // One reader per read set: every partition in one XREADGROUP on one Redis, one reader per
+    // partition on a cluster (they are on different nodes).
+    let readers = consumer
+        .read_sets()
+        .into_iter()
+        .map(|set| read_loop(&pipeline, &consumer, set, &shutdown));
+    futures::future::join_all(readers).await;
     // Drain: no more reads; let the runners finish what they hold, for a while.
     let deadline = tokio::time::Instant::now() + DRAIN;
     while pipeline.in_flight() > 0 && tokio::time::Instant::now() < deadline {
@@ -180,15 +186,22 @@ async fn wait_for_schema(health: &Health, shutdown: &CancellationToken) -> Resul
 
 async fn connect(
     config: &WorkerConfig,
-    url: &str,
+    redis: &a2a_bus::RedisTarget,
     shutdown: &CancellationToken,
 ) -> Result<Consumer, String> {
-    let key = a2a_bus::events_key(&config.redis_prefix);
+    let keys: Vec<String> = (0..config.redis_partitions)
+        .map(|p| a2a_bus::events_key(&config.redis_prefix, p))
+        .collect();
     let mut wait = Duration::from_millis(200);
     loop {
         let attempt = async {
-            let c = Consumer::connect(url, key.clone(), config.group.clone(), config.name.clone())
-                .await?;
+            let c = Consumer::connect(
+                redis.clone(),
+                keys.clone(),
+                config.group.clone(),
+                config.name.clone(),
+            )
+            .await?;
             c.ensure_group().await?;
             Ok::<_, redis::RedisError>(c)
         };
@@ -205,7 +218,12 @@ async fn connect(
 }
 
 /// Reads new entries and dispatches them, until shutdown.
-async fn read_loop(pipeline: &Arc<Pipeline>, consumer: &Consumer, shutdown: &CancellationToken) {
+async fn read_loop(
+    pipeline: &Arc<Pipeline>,
+    consumer: &Consumer,
+    partitions: Vec<usize>,
+    shutdown: &CancellationToken,
+) {
     let mut wait = Duration::from_millis(100);
     'connect: while !shutdown.is_cancelled() {
         let mut conn = match consumer.reader().await {
@@ -225,7 +243,7 @@ async fn read_loop(pipeline: &Arc<Pipeline>, consumer: &Consumer, shutdown: &Can
             }
             let entries = tokio::select! {
                 _ = shutdown.cancelled() => return,
-                read = consumer.read(&mut conn) => match read {
+                read = consumer.read(&mut conn, &partitions) => match read {
                     Ok(entries) => entries,
                     Err(e) if is_nogroup(&e) => {
                         recreate_group(consumer).await;
@@ -249,7 +267,7 @@ async fn recreate_group(consumer: &Consumer) {
     match consumer.ensure_group().await {
         Ok(()) => {
             metrics::group_recreated();
-            tracing::warn!(group = %consumer.group, stream = %consumer.key,
+            tracing::warn!(group = %consumer.group, partitions = consumer.keys.len(),
                 "the consumer group was missing (Redis lost it); created it again, the sweep \
                  delivers what was lost from the event log");
         }
@@ -265,11 +283,11 @@ async fn recreate_group(consumer: &Consumer) {
 async fn dispatch_all(
     pipeline: &Arc<Pipeline>,
     consumer: &Consumer,
-    entries: Vec<redis::streams::StreamId>,
+    entries: Vec<(usize, redis::streams::StreamId)>,
 ) {
     let mut done = Vec::new();
-    for entry in entries {
-        match decode(&entry) {
+    for (partition, entry) in entries {
+        match decode(partition, &entry) {
             Some(e) => {
                 let id = e.id.clone();
                 if let Dispatched::Deferred(_) = pipeline.dispatch(e) {
@@ -277,8 +295,8 @@ async fn dispatch_all(
                 }
             }
             None => {
-                tracing::warn!(id = %entry.id, "skipping a stream entry without a task");
-                done.push(entry.id);
+                tracing::warn!(id = %entry.id, partition, "skipping a stream entry without a task");
+                done.push(stream::tag(partition, &entry.id));
             }
         }
     }
@@ -287,11 +305,12 @@ async fn dispatch_all(
     }
 }
 
-fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
+/// An entry of partition `partition`, for the pipeline (its id [`stream::tag`]ged).
+fn decode(partition: usize, entry: &redis::streams::StreamId) -> Option<Entry> {
     let published_ms = id_millis(&entry.id);
     if let Some(ev) = a2a_bus::decode_entry(entry) {
         return Some(Entry {
-            id: entry.id.clone(),
+            id: stream::tag(partition, &entry.id),
             task_id: ev.task_id,
             seq: ev.seq,
             event: Some(ev.event),
@@ -304,7 +323,7 @@ fn decode(entry: &redis::streams::StreamId) -> Option<Entry> {
     let task_id: String = entry.get("t")?;
     let seq: u64 = entry.get("s").filter(|s| *s > 0)?;
     Some(Entry {
-        id: entry.id.clone(),
+        id: stream::tag(partition, &entry.id),
         task_id,
         seq,
         event: None,
@@ -341,10 +360,21 @@ async fn maintain(
 }
 
 async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Duration) {
+    for partition in 0..consumer.keys.len() {
+        take_over_in(pipeline, consumer, partition, claim_idle).await;
+    }
+}
+
+async fn take_over_in(
+    pipeline: &Arc<Pipeline>,
+    consumer: &Consumer,
+    partition: usize,
+    claim_idle: Duration,
+) {
     let mut start = "0-0".to_owned();
     // Bounded per tick, so a huge backlog of stalled entries does not starve the heartbeat.
     for _ in 0..16 {
-        let reply = match consumer.take_over(claim_idle, &start).await {
+        let reply = match consumer.take_over(partition, claim_idle, &start).await {
             Ok(r) => r,
             Err(e) if is_nogroup(&e) => {
                 recreate_group(consumer).await;
@@ -362,10 +392,16 @@ async fn take_over(pipeline: &Arc<Pipeline>, consumer: &Consumer, claim_idle: Du
             );
             metrics::reclaimed(reply.claimed.len());
         }
-        dispatch_all(pipeline, consumer, reply.claimed).await;
+        let claimed = reply.claimed.into_iter().map(|e| (partition, e)).collect();
+        dispatch_all(pipeline, consumer, claimed).await;
         // Entries trimmed from the stream while pending: the event log has them, and the sweep
         // finds their task behind it.
-        if let Err(e) = consumer.ack(&reply.deleted_ids).await {
+        let deleted: Vec<String> = reply
+            .deleted_ids
+            .iter()
+            .map(|id| stream::tag(partition, id))
+            .collect();
+        if let Err(e) = consumer.ack(&deleted).await {
             tracing::warn!(error = %e, "cannot acknowledge trimmed entries");
         }
         if reply.next_stream_id == "0-0" {

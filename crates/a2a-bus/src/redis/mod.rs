@@ -1,8 +1,10 @@
 //! The Redis Streams bus (`A2A_REDIS_URL`): any replica serves any task's stream.
 //!
-//! `publish` appends the committed event to the task's stream `{prefix}task:{id}` (approximate
+//! Key names and their Redis Cluster slots are in [`keys`].
+//!
+//! `publish` appends the committed event to the task's stream (approximate
 //! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
-//! task's terminal event) and to the worker stream `{prefix}events`, which the push worker reads
+//! task's terminal event) and to the worker stream ([`events_key`]), which the push worker reads
 //! through a consumer group (and no gateway reads). Every key is thus bounded: a task stream by its MAXLEN and its
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
@@ -17,9 +19,10 @@
 //! tasks and artifacts are (review H6), and the streams' MAXLEN bounds their bytes.
 //!
 //! A replica reads the events of the tasks its own clients follow, and nothing else. The
-//! followed tasks are spread over [`READERS`] readers by a keyed hash of their id; a reader
+//! followed tasks are spread over [`READERS`] readers by their group ([`keys::group_of`] their
+//! id, one slot of a cluster); a reader
 //! with tasks to read holds one connection and issues one `XREAD BLOCK` at a time over its
-//! wake-up stream `{prefix}wake:{uuid}:{n}` and the streams of its tasks (at most
+//! wake-up stream and the streams of its tasks (at most
 //! [`MAX_FOLLOWED_PER_READER`]), and hands each entry to the local subscribers of its task through
 //! bounded channels; one more reader follows the control stream. An idle replica thus costs one
 //! XREAD a second whatever the others do, and
@@ -51,14 +54,19 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::Client;
 use redis::streams::StreamReadReply;
-use redis::{AsyncConnectionConfig, Client};
-use tokio::sync::{OnceCell, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::{BusError, BusEvent, BusItem, Control, EventBus};
+
+pub mod keys;
+pub mod target;
+pub use keys::events_key;
+use keys::{control_key, task_key};
+use target::{Conn, Patience, RedisTarget, SharedConn};
 
 /// First byte of every encoded event, so the format can change without misreading old entries.
 const FORMAT_V1: u8 = 1;
@@ -85,10 +93,10 @@ const CONTROL_MAXLEN: usize = 1000;
 /// that does not run here does nothing.
 const CONTROL_SLACK_MS: u64 = 5000;
 /// Readers per process, each with its own connection (opened when it first has a task to read)
-/// and its share of the followed tasks, by a keyed hash of the task id: an XREAD names at most
-/// [`MAX_FOLLOWED_PER_READER`] streams, so what a reader sends per read stays small however many
-/// tasks the process follows.
-const READERS: usize = 32;
+/// and one group of the followed tasks ([`keys::group_of`] their id; the group's keys share one
+/// slot of a Redis Cluster): an XREAD names at most [`MAX_FOLLOWED_PER_READER`] streams, so what
+/// a reader sends per read stays small however many tasks the process follows.
+const READERS: usize = keys::GROUPS;
 /// Tasks one reader follows at once: a subscription to one more is refused as if Redis were
 /// unreachable (`a2a_bus_follow_refused_total`). Above [`MAX_FOLLOWED_TASKS`] / [`READERS`] so
 /// the hash's unevenness does not refuse before the process's limit.
@@ -178,8 +186,6 @@ struct Shard {
 struct Shared {
     prefix: String,
     shards: Box<[Shard]>,
-    /// Picks a task's shard; keyed per process.
-    hasher: std::hash::RandomState,
     next_sub: AtomicU64,
     /// Control messages read from `{prefix}control`, for this process's listeners.
     control: broadcast::Sender<Control>,
@@ -191,14 +197,17 @@ struct Shared {
 
 #[derive(Clone)]
 pub struct RedisEventBus {
-    client: Client,
+    target: RedisTarget,
     /// Opened on first use, so a Redis that is down at startup degrades streams to polling the
     /// event log instead of stopping the gateway; retried on every call until it opens.
-    conn: Arc<OnceCell<ConnectionManager>>,
+    conn: Arc<SharedConn>,
     shared: Arc<Shared>,
     reader: Arc<ReaderHandle>,
     /// Events encoded larger than this are published as references ([`DEFAULT_INLINE_MAX`]).
     inline_max: usize,
+    /// Partitions of the push worker's input ([`keys::partition_of`] a task's id); the
+    /// workers' `A2A_REDIS_PARTITIONS` must be the same.
+    partitions: usize,
 }
 
 impl Shared {
@@ -213,8 +222,7 @@ impl Shared {
     }
 
     fn shard(&self, task_id: &str) -> &Shard {
-        use std::hash::BuildHasher;
-        &self.shards[(self.hasher.hash_one(task_id) % self.shards.len() as u64) as usize]
+        &self.shards[keys::group_of(task_id)]
     }
 }
 
@@ -234,33 +242,49 @@ impl RedisEventBus {
     /// Connects in the background; must run inside a tokio runtime.
     pub fn connect_lazy(url: &str, prefix: &str) -> Result<Self, BusError> {
         let client = Client::open(url).map_err(unavailable)?;
-        let id = uuid::Uuid::new_v4().simple();
+        Self::new(RedisTarget::Single(client), prefix)
+    }
+
+    /// A bus on `target` (one Redis or a Redis Cluster); every key it touches starts with
+    /// `prefix`. Connects in the background; must run inside a tokio runtime.
+    pub fn new(target: RedisTarget, prefix: &str) -> Result<Self, BusError> {
+        keys::check_prefix(prefix).map_err(BusError::Unavailable)?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
         let shared = Arc::new(Shared {
             prefix: prefix.to_owned(),
             shards: (0..READERS)
                 .map(|i| Shard {
                     registry: Mutex::default(),
-                    wake_key: format!("{prefix}wake:{id}:{i}"),
+                    wake_key: keys::wake_key(prefix, i, &id),
                     notify: tokio::sync::Notify::new(),
                 })
                 .collect(),
-            hasher: std::hash::RandomState::new(),
             next_sub: AtomicU64::new(1),
             control: broadcast::channel(crate::CONTROL_CAPACITY).0,
             entries_read: AtomicU64::new(0),
             followed_tasks: Default::default(),
         });
-        let mut readers = vec![tokio::spawn(control_loop(client.clone(), shared.clone()))];
+        let mut readers = vec![tokio::spawn(control_loop(target.clone(), shared.clone()))];
         for index in 0..READERS {
             readers.push(tokio::spawn(read_loop(
-                client.clone(),
+                target.clone(),
                 shared.clone(),
                 index,
             )));
         }
         Ok(Self {
-            client,
-            conn: Arc::default(),
+            partitions: keys::DEFAULT_PARTITIONS,
+            target: target.clone(),
+            // One quick retry: a call made while Redis is down fails fast (the caller degrades
+            // to the event log) instead of stalling a task runner through a long backoff.
+            conn: Arc::new(SharedConn::new(
+                target,
+                Patience {
+                    connect: Duration::from_secs(2),
+                    response: Duration::from_secs(2),
+                    retries: 1,
+                },
+            )),
             shared,
             reader: Arc::new(ReaderHandle(readers)),
             inline_max: DEFAULT_INLINE_MAX,
@@ -273,20 +297,21 @@ impl RedisEventBus {
         self
     }
 
+    /// Publishes the push worker's input over `partitions` streams (at least 1).
+    pub fn with_partitions(mut self, partitions: usize) -> Self {
+        self.partitions = partitions.max(1);
+        self
+    }
+
     /// The shared, self-reconnecting connection for publishing and positioning subscriptions.
-    async fn conn(&self) -> Result<ConnectionManager, BusError> {
-        // One quick retry: a call made while Redis is down fails fast (the caller degrades to the
-        // event log) instead of stalling a task runner through a long backoff.
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(1)
-            .set_max_delay(MAX_BACKOFF)
-            .set_response_timeout(Some(Duration::from_secs(2)))
-            .set_connection_timeout(Some(Duration::from_secs(2)));
-        self.conn
-            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), config))
-            .await
-            .cloned()
-            .map_err(unavailable)
+    async fn conn(&self) -> Result<Conn, BusError> {
+        self.conn.get().await.map_err(unavailable)
+    }
+
+    /// A command failed: the error for the caller, and on a cluster a fresh topology next time.
+    async fn failed(&self, e: redis::RedisError) -> BusError {
+        self.conn.failed(&e).await;
+        unavailable(e)
     }
 
     fn task_key(&self, task_id: &str) -> String {
@@ -302,8 +327,15 @@ impl RedisEventBus {
             return Ok(Vec::new());
         };
         let key = self.task_key(&last.task_id);
-        let all = events_key(&self.shared.prefix);
+        let all = events_key(
+            &self.shared.prefix,
+            keys::partition_of(&last.task_id, self.partitions),
+        );
+        // The task stream and the worker partition are on two slots: on a cluster, one pipeline
+        // each (a pipeline goes to one node), sent at once; on one Redis, one pipeline.
         let mut pipe = redis::pipe();
+        let mut worker_pipe = redis::pipe();
+        let cluster = self.target.is_cluster();
         for event in events {
             let seq = event.seq.to_string();
             let mut fields: Vec<(&str, &[u8])> =
@@ -328,7 +360,9 @@ impl RedisEventBus {
                 .arg("~")
                 .arg(TASK_MAXLEN)
                 .arg("*")
-                .arg(&fields[..])
+                .arg(&fields[..]);
+            let worker = if cluster { &mut worker_pipe } else { &mut pipe };
+            worker
                 .cmd("XADD")
                 .arg(&all)
                 .arg("MAXLEN")
@@ -343,8 +377,23 @@ impl RedisEventBus {
             false => TASK_TTL_SECS,
         };
         pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
-        let mut conn = self.conn().await?;
-        let ids: Vec<String> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let conn = self.conn().await?;
+        let ids: Vec<String> = if cluster {
+            let (mut a, mut b) = (conn.clone(), conn);
+            let sent = futures::try_join!(
+                pipe.query_async::<Vec<String>>(&mut a),
+                worker_pipe.query_async::<()>(&mut b)
+            );
+            match sent {
+                Ok((ids, ())) => ids,
+                Err(e) => return Err(self.failed(e).await),
+            }
+        } else {
+            match pipe.query_async(&mut conn.clone()).await {
+                Ok(ids) => ids,
+                Err(e) => return Err(self.failed(e).await),
+            }
+        };
         Ok(ids.iter().map(|id| parse_id(id)).collect())
     }
 
@@ -403,6 +452,7 @@ impl RedisEventBus {
             .await;
         if let Err(e) = woke {
             tracing::debug!(error = %e, "redis bus: cannot wake the reader");
+            self.conn.failed(&e).await;
         }
     }
 
@@ -437,24 +487,10 @@ impl RedisEventBus {
     }
 }
 
-/// The combined stream: every committed event of every task, read by the push worker's consumer
-/// group (the gateways read only the task streams they follow).
-pub fn events_key(prefix: &str) -> String {
-    format!("{prefix}events")
-}
-
 /// Decodes an entry of a task stream or of the worker stream ([`events_key`]); `None` for an
 /// entry this build cannot read.
 pub fn decode_entry(entry: &redis::streams::StreamId) -> Option<BusEvent> {
     decode(entry)
-}
-
-fn control_key(prefix: &str) -> String {
-    format!("{prefix}control")
-}
-
-fn task_key(prefix: &str, task_id: &str) -> String {
-    format!("{prefix}task:{task_id}")
 }
 
 /// The id of the last entry of `key` (`0-0` when it is empty or missing).
@@ -573,7 +609,10 @@ impl EventBus for RedisEventBus {
         // stream's current last entry, which the reader reads from once it has the task's key.
         let key = self.task_key(task_id);
         let last = match self.conn().await {
-            Ok(mut conn) => last_id(&mut conn, &key).await.map_err(unavailable),
+            Ok(mut conn) => match last_id(&mut conn, &key).await {
+                Ok(last) => Ok(last),
+                Err(e) => Err(self.failed(e).await),
+            },
             Err(e) => Err(e),
         };
         let (last, known) = match last {
@@ -630,7 +669,7 @@ impl EventBus for RedisEventBus {
     async fn send_control(&self, control: Control) -> Result<(), BusError> {
         let Control::Cancel { task_id } = control;
         let mut conn = self.conn().await?;
-        redis::cmd("XADD")
+        match redis::cmd("XADD")
             .arg(control_key(&self.shared.prefix))
             .arg("MAXLEN")
             .arg("~")
@@ -640,7 +679,10 @@ impl EventBus for RedisEventBus {
             .arg(task_id)
             .query_async::<()>(&mut conn)
             .await
-            .map_err(unavailable)
+        {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.failed(e).await),
+        }
     }
 
     fn control(&self) -> BoxStream<'static, Control> {
@@ -677,15 +719,13 @@ impl Drop for Unsubscribe {
 
 /// Reads the control stream: one connection, one XREAD at a time. Best effort: after a break
 /// it goes on from where it was (what Redis still holds).
-async fn control_loop(client: Client, shared: Arc<Shared>) {
+async fn control_loop(target: RedisTarget, shared: Arc<Shared>) {
     let control = control_key(&shared.prefix);
     let mut backoff = Duration::from_millis(50);
     let mut control_id = (now_ms().saturating_sub(CONTROL_SLACK_MS), 0);
     loop {
         let read: redis::RedisResult<std::convert::Infallible> = async {
-            let mut conn = client
-                .get_multiplexed_async_connection_with_config(&reader_config())
-                .await?;
+            let mut conn = target.blocking(Duration::from_millis(BLOCK_MS)).await?;
             loop {
                 let reply: Option<StreamReadReply> = redis::cmd("XREAD")
                     .arg("COUNT")
@@ -715,17 +755,9 @@ async fn control_loop(client: Client, shared: Arc<Shared>) {
     }
 }
 
-fn reader_config() -> AsyncConnectionConfig {
-    AsyncConnectionConfig::new()
-        .set_response_timeout(Some(
-            Duration::from_millis(BLOCK_MS) + Duration::from_secs(5),
-        ))
-        .set_connection_timeout(Some(Duration::from_secs(2)))
-}
-
 /// The reader of shard `index`: once the shard has a followed task, one connection and one XREAD
 /// at a time over its wake-up stream and the streams of its followed tasks.
-async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
+async fn read_loop(target: RedisTarget, shared: Arc<Shared>, index: usize) {
     let shard = &shared.shards[index];
     let mut backoff = Duration::from_millis(50);
     let mut wake_id = (0, 0);
@@ -734,10 +766,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
         shard.notify.notified().await;
     }
     loop {
-        let mut conn = match client
-            .get_multiplexed_async_connection_with_config(&reader_config())
-            .await
-        {
+        let mut conn = match target.blocking(Duration::from_millis(BLOCK_MS)).await {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(error = %e, "redis bus: reader cannot connect; retrying");
@@ -762,7 +791,7 @@ async fn read_loop(client: Client, shared: Arc<Shared>, index: usize) {
 }
 
 async fn read_until_error(
-    conn: &mut MultiplexedConnection,
+    conn: &mut Conn,
     shared: &Shared,
     shard: &Shard,
     wake_id: &mut StreamId,
@@ -935,5 +964,7 @@ fn lag_everyone(shard: &Shard) {
 
 #[cfg(test)]
 mod bench;
+#[cfg(test)]
+mod cluster_tests;
 #[cfg(test)]
 mod tests;

@@ -45,7 +45,7 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
     let bus = bus().await;
     let mut conn = bus.0.conn().await.unwrap();
     let key = bus.0.task_key("t");
-    let ttl = |mut conn: ConnectionManager, key: String| async move {
+    let ttl = |mut conn: Conn, key: String| async move {
         redis::cmd("TTL")
             .arg(&key)
             .query_async::<i64>(&mut conn)
@@ -66,7 +66,10 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
         "{ended}"
     );
     let len: u64 = redis::cmd("XLEN")
-        .arg(events_key(&bus.0.shared.prefix))
+        .arg(events_key(
+            &bus.0.shared.prefix,
+            keys::partition_of("t", bus.0.partitions),
+        ))
         .query_async(&mut conn)
         .await
         .unwrap();

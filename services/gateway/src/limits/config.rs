@@ -109,20 +109,11 @@ impl Override {
     }
 }
 
-/// Where the shared limiter lives; the URL prints without its password.
-#[derive(Clone)]
+/// Where the shared limiter lives (one Redis or a cluster; prints without passwords).
+#[derive(Clone, Debug)]
 pub struct RedisTarget {
-    pub url: String,
+    pub target: a2a_bus::RedisTarget,
     pub prefix: String,
-}
-
-impl std::fmt::Debug for RedisTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisTarget")
-            .field("url", &a2a_store::redact_url(&self.url))
-            .field("prefix", &self.prefix)
-            .finish()
-    }
 }
 
 /// What a call costs when `costs` does not say: a send (which starts a turn, and a stream) 5,

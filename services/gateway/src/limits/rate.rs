@@ -156,14 +156,11 @@ impl RateLimiter {
             }
         }
         let shared = match (config.backend, &config.redis) {
-            (Backend::Redis, Some(target)) => Some(
-                SharedGcra::new(
-                    &target.url,
-                    &target.prefix,
-                    Duration::from_millis(config.redis_timeout_ms),
-                )
-                .expect("the Redis URL was checked when the configuration was loaded"),
-            ),
+            (Backend::Redis, Some(target)) => Some(SharedGcra::new(
+                target.target.clone(),
+                &target.prefix,
+                Duration::from_millis(config.redis_timeout_ms),
+            )),
             _ => None,
         };
         let limiter = Arc::new(Self {

@@ -9,8 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use tokio::sync::OnceCell;
+use a2a_bus::{Patience, RedisTarget, SharedConn};
 
 use super::rate::{Policy, Verdict};
 
@@ -41,8 +40,8 @@ const PAUSE: Duration = Duration::from_secs(1);
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
 pub struct SharedGcra {
-    client: redis::Client,
-    conn: OnceCell<ConnectionManager>,
+    /// No retries of its own: a check that cannot reach Redis decides locally instead.
+    conn: SharedConn,
     script: redis::Script,
     prefix: String,
     timeout: Duration,
@@ -53,19 +52,23 @@ pub struct SharedGcra {
 }
 
 impl SharedGcra {
-    /// Opens no connection yet (the first check does); fails only on a malformed URL.
-    pub fn new(url: &str, prefix: &str, timeout: Duration) -> Result<Self, String> {
-        let client = redis::Client::open(url).map_err(|e| format!("A2A_REDIS_URL: {e}"))?;
-        Ok(Self {
-            client,
-            conn: OnceCell::new(),
+    /// Opens no connection yet (the first check does). On a cluster each key's state is on its
+    /// key's slot (one key per script call).
+    pub fn new(target: RedisTarget, prefix: &str, timeout: Duration) -> Self {
+        let patience = Patience {
+            connect: timeout,
+            response: timeout,
+            retries: 0,
+        };
+        Self {
+            conn: SharedConn::new(target, patience),
             script: redis::Script::new(SCRIPT),
             prefix: format!("{prefix}ratelimit:"),
             timeout,
             paused_until_ms: AtomicU64::new(0),
             last_warning_ms: AtomicU64::new(0),
             epoch: Instant::now(),
-        })
+        }
     }
 
     /// The shared decision for `key` of `scope`, or `None` when Redis cannot give one now (the
@@ -87,15 +90,19 @@ impl SharedGcra {
         let interval_us = (1_000_000.0 / policy.rate).ceil().max(1.0) as u64;
         let tolerance_us = interval_us.saturating_mul(u64::from(policy.burst));
         let call = async {
-            let mut conn = self.connection().await?;
-            self.script
+            let mut conn = self.conn.get().await.map_err(|e| e.to_string())?;
+            let answer = self
+                .script
                 .key(redis_key)
                 .arg(interval_us)
                 .arg(tolerance_us)
                 .arg(cost)
                 .invoke_async::<(i64, i64, i64)>(&mut conn)
-                .await
-                .map_err(|e| e.to_string())
+                .await;
+            if let Err(e) = &answer {
+                self.conn.failed(e).await;
+            }
+            answer.map_err(|e| e.to_string())
         };
         let outcome = match tokio::time::timeout(self.timeout, call).await {
             Ok(Ok(answer)) => return Some(verdict(answer)),
@@ -115,19 +122,6 @@ impl SharedGcra {
                 each replica limits on its own meanwhile");
         }
         None
-    }
-
-    async fn connection(&self) -> Result<ConnectionManager, String> {
-        // No retries of its own: a check that cannot reach Redis decides locally instead.
-        let config = ConnectionManagerConfig::new()
-            .set_number_of_retries(0)
-            .set_response_timeout(Some(self.timeout))
-            .set_connection_timeout(Some(self.timeout));
-        self.conn
-            .get_or_try_init(|| ConnectionManager::new_with_config(self.client.clone(), config))
-            .await
-            .cloned()
-            .map_err(|e| e.to_string())
     }
 
     fn now_ms(&self) -> u64 {

@@ -89,6 +89,19 @@ impl TestGateway {
         Self::launch_with(toml, Some(database_url), None, &env).await
     }
 
+    /// A replica on a Redis Cluster: `A2A_REDIS_CLUSTER_NODES` and the test's key prefix.
+    pub async fn with_database_and_cluster(
+        toml: &str,
+        database_url: &str,
+        cluster: &a2a_testing::TestCluster,
+    ) -> Self {
+        let env = [
+            ("A2A_REDIS_CLUSTER_NODES", cluster.nodes()),
+            ("A2A_REDIS_PREFIX", cluster.prefix().to_owned()),
+        ];
+        Self::launch_with(toml, Some(database_url), None, &env).await
+    }
+
     /// [`Self::with_database_and_redis`] with more environment variables.
     pub async fn replica_with_env(
         toml: &str,

@@ -148,6 +148,21 @@ async fn streams_created_on_one_replica_are_followed_live_on_the_others() {
     fan_out_across(&gws[0], &gws[1], &gws[2]).await;
 }
 
+/// The same on a Redis Cluster of three primaries (each with a replica), started by the test:
+/// every task's stream (on the slot of its group) reaches the followers on the other replicas,
+/// live; a cancel crosses replicas through the control stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_on_a_redis_cluster_follow_each_others_streams_live() {
+    let db = a2a_testing::TestDatabase::create().await;
+    let cluster = a2a_testing::TestCluster::create().await;
+    let mut gws = Vec::new();
+    for _ in 0..3 {
+        gws.push(TestGateway::with_database_and_cluster("", db.url(), &cluster).await);
+    }
+    fan_out_across(&gws[0], &gws[1], &gws[2]).await;
+    cancel_across(&gws[0], &gws[2]).await;
+}
+
 // Resume: `Last-Event-ID` (SSE) / `a2a-last-event-id` (gRPC metadata) on SubscribeToTask replays
 // the events after that sequence number from the event log, with no Task snapshot first, then
 // follows the live tail.
@@ -317,7 +332,11 @@ async fn a_terminal_task_is_replayed_from_last_event_id_over_each_binding() {
 #[tokio::test]
 async fn cancel_on_one_replica_stops_a_turn_running_on_another() {
     let (gws, _db, _redis) = replicas().await;
-    let (a, c) = (&gws[0], &gws[2]);
+    cancel_across(&gws[0], &gws[2]).await;
+}
+
+/// A turn hanging on `a` is canceled through `c` by a control message to `a`'s runner.
+async fn cancel_across(a: &TestGateway, c: &TestGateway) {
     let (running, _, id) = start_scenario(a, json!({"end": "hang"})).await;
     let started = Instant::now();
     let canceled = c.ok("CancelTask", json!({"id": id})).await;
@@ -482,16 +501,20 @@ async fn the_trace_context_of_a_request_travels_with_its_events() {
 
     let client = redis::Client::open(redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(format!("{}events", redis.prefix()))
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // The push worker's input: every partition (a task's entries are all in one).
+    let mut entries = Vec::new();
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let part: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(a2a_bus::events_key(redis.prefix(), p))
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        entries.extend(part.ids);
+    }
     let traces_of = |id: &str| -> Vec<Option<String>> {
         entries
-            .ids
             .iter()
             .filter(|e| e.get::<String>("t").as_deref() == Some(id))
             .map(|e| e.get("tp"))

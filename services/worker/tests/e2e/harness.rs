@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Deployment {
     pub db: a2a_testing::TestDatabase,
     pub redis: a2a_testing::TestRedis,
+    /// The Redis Cluster the gateway and the workers use instead of `redis`, when started on one.
+    pub cluster: Option<a2a_testing::TestCluster>,
     pub gateway_url: String,
     /// The gateway's admin listener (`/metrics`), when started with one.
     pub admin: Option<std::net::SocketAddr>,
@@ -32,7 +34,7 @@ impl Deployment {
 
     /// [`Self::start`] on `redis` (a private server the test controls, for fault tests).
     pub async fn start_on(allowed_hosts: &str, redis: a2a_testing::TestRedis) -> Self {
-        Self::start_full(allowed_hosts, None, Some(redis)).await
+        Self::start_full(allowed_hosts, None, Some(redis), None).await
     }
 
     /// [`Self::start`] with a gateway config file (`toml`, e.g. `[[agents]]`) and an admin
@@ -43,13 +45,20 @@ impl Deployment {
     }
 
     async fn start_with(allowed_hosts: &str, admin_with: Option<&str>) -> Self {
-        Self::start_full(allowed_hosts, admin_with, None).await
+        Self::start_full(allowed_hosts, admin_with, None, None).await
+    }
+
+    /// [`Self::start`] on a Redis Cluster (`A2A_REDIS_CLUSTER_NODES`) of three primaries.
+    pub async fn start_on_cluster(allowed_hosts: &str) -> Self {
+        let cluster = a2a_testing::TestCluster::create().await;
+        Self::start_full(allowed_hosts, None, None, Some(cluster)).await
     }
 
     async fn start_full(
         allowed_hosts: &str,
         admin_with: Option<&str>,
         redis: Option<a2a_testing::TestRedis>,
+        cluster: Option<a2a_testing::TestCluster>,
     ) -> Self {
         let db = a2a_testing::TestDatabase::create().await;
         let redis = match redis {
@@ -62,7 +71,7 @@ impl Deployment {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let gateway_url = format!("http://{addr}");
-        let env: HashMap<&str, String> = HashMap::from([
+        let mut env: HashMap<&str, String> = HashMap::from([
             ("A2A_LISTEN", addr.to_string()),
             ("A2A_PUBLIC_URL", gateway_url.clone()),
             ("A2A_DATABASE_URL", db.url().to_owned()),
@@ -74,6 +83,11 @@ impl Deployment {
             ),
             ("A2A_PUSH_ALLOWED_HOSTS", allowed_hosts.to_owned()),
         ]);
+        if let Some(cluster) = &cluster {
+            env.remove("A2A_REDIS_URL");
+            env.insert("A2A_REDIS_CLUSTER_NODES", cluster.nodes());
+            env.insert("A2A_REDIS_PREFIX", cluster.prefix().to_owned());
+        }
         let mut file = admin_with.map_or_else(FileConfig::default, |toml| {
             FileConfig::parse(toml).expect("test config parses")
         });
@@ -96,6 +110,7 @@ impl Deployment {
         Self {
             db,
             redis,
+            cluster,
             gateway_url,
             admin,
             key_path,
@@ -127,6 +142,11 @@ impl Deployment {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
+        if let Some(cluster) = &self.cluster {
+            env.retain(|(name, _)| name != "A2A_REDIS_URL" && name != "A2A_REDIS_PREFIX");
+            env.push(("A2A_REDIS_CLUSTER_NODES".into(), cluster.nodes()));
+            env.push(("A2A_REDIS_PREFIX".into(), cluster.prefix().to_owned()));
+        }
         for (k, v) in extra {
             env.retain(|(name, _)| name != k);
             env.push(((*k).to_owned(), (*v).to_owned()));

@@ -81,6 +81,24 @@ async fn chunked_task(env: &Deployment, url: &str, wait: bool) -> String {
 /// Events of `chunked_task`: the Task, WORKING, 2 chunks, COMPLETED.
 const EVENTS: usize = 5;
 
+/// The gateway and two workers on a Redis Cluster of three primaries: the worker's input is 8
+/// partitions spread over the primaries by their slots, each worker reads each with a reader
+/// of its own, and every event of every task is delivered from the stream (the sweep is
+/// slowed to once a minute, so it cannot stand in for it).
+#[tokio::test]
+async fn on_a_redis_cluster_every_event_is_delivered_from_the_partitions() {
+    let env = Deployment::start_on_cluster("127.0.0.1").await;
+    let receiver = Receiver::start().await;
+    let url = receiver.url("/hook");
+    let slow_sweep = [("A2A_WORKER_SWEEP_INTERVAL_MS", "60000")];
+    let _workers = [env.worker(&slow_sweep), env.worker(&slow_sweep)];
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        tasks.push(chunked_task(&env, &url, false).await);
+    }
+    all_delivered(&receiver, &tasks, EVENTS, Duration::from_secs(30)).await;
+}
+
 /// An event that cannot be serialised (a NaN in its metadata, as an old row or an upstream may
 /// hold) becomes a dead letter with its reason; the worker goes on with other tasks. The old
 /// worker sent a 1.0 webhook an empty body (and killed the runner of a 0.3 one).
@@ -239,14 +257,17 @@ async fn events_trimmed_while_the_worker_was_stopped_are_delivered_from_the_ledg
     }
     let client = redis::Client::open(env.redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = a2a_bus::events_key(env.redis.prefix());
-    let trimmed: i64 = redis::cmd("XTRIM")
-        .arg(&key)
-        .arg("MAXLEN")
-        .arg(0)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let mut trimmed: i64 = 0;
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let n: i64 = redis::cmd("XTRIM")
+            .arg(a2a_bus::events_key(env.redis.prefix(), p))
+            .arg("MAXLEN")
+            .arg(0)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        trimmed += n;
+    }
     assert!(
         trimmed >= (6 * EVENTS) as i64,
         "the unread entries are trimmed: {trimmed}"
