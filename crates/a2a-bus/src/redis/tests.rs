@@ -380,7 +380,10 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
     .await
     .unwrap();
     let mut conn = bus.0.conn().await.unwrap();
-    for key in [bus.0.task_key("t"), events_key(&bus.0.shared.prefix)] {
+    for key in [
+        bus.0.task_key("t"),
+        events_key(&bus.0.shared.prefix, keys::partition_of("t", bus.0.partitions)),
+    ] {
         let entries: Vec<(String, HashMap<String, redis::Value>)> = redis::cmd("XRANGE")
             .arg(&key)
             .arg("-")
@@ -453,7 +456,10 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
     assert!(lagged >= 1, "references make the follower read the log");
     // The worker's decoding: no payload, but the task and sequence number are there.
     let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(events_key(&bus.0.shared.prefix))
+        .arg(events_key(
+            &bus.0.shared.prefix,
+            keys::partition_of("t", bus.0.partitions),
+        ))
         .arg("-")
         .arg("+")
         .query_async(&mut conn)

@@ -348,7 +348,7 @@ mod tests {
             open_tasks_per_owner: 8,
             ..QuotaConfig::default()
         });
-        let store = a2a_store::memory::MemoryTaskStore::new();
+        let store = a2a_store::MemoryTaskStore::new();
         q.check_stored(&store, "alice", true, 10).await.unwrap();
         let first = q.usage.get("alice").unwrap();
         assert_eq!(first.usage.open_tasks, 1);

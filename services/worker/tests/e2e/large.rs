@@ -41,14 +41,18 @@ async fn artifacts_of_1_mib_reach_the_webhook_whole_while_redis_holds_only_refer
     // Redis: every entry of the worker's stream is small; the large ones carry no payload.
     let client = redis::Client::open(env.redis.url()).unwrap();
     let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let key = a2a_bus::events_key(env.redis.prefix());
-    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(&key)
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    // Every partition of the worker's input (the gateway's default count).
+    let mut entries = redis::streams::StreamRangeReply::default();
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let part: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(a2a_bus::events_key(env.redis.prefix(), p))
+            .arg("-")
+            .arg("+")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        entries.ids.extend(part.ids);
+    }
     assert!(entries.ids.len() >= TASKS * 3, "{}", entries.ids.len());
     let references = entries
         .ids
@@ -59,13 +63,16 @@ async fn artifacts_of_1_mib_reach_the_webhook_whole_while_redis_holds_only_refer
         references >= TASKS * 2,
         "the Task and the artifact of each task are references: {references}"
     );
-    let bytes: Option<u64> = redis::cmd("MEMORY")
-        .arg("USAGE")
-        .arg(&key)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let bytes = bytes.unwrap_or(0);
+    let mut bytes = 0;
+    for p in 0..a2a_bus::keys::DEFAULT_PARTITIONS {
+        let used: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(a2a_bus::events_key(env.redis.prefix(), p))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        bytes += used.unwrap_or(0);
+    }
     assert!(
         bytes < (entries.ids.len() * a2a_bus::DEFAULT_INLINE_MAX) as u64,
         "{bytes} bytes for {} entries; events of 1 MiB each would be several MiB",

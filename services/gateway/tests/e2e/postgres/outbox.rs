@@ -23,12 +23,16 @@ async fn outbox_rows(pool: &sqlx::PgPool) -> Vec<(String, i64)> {
         .collect()
 }
 
-/// The sequence numbers the worker's stream (`{prefix}events`) holds for `task_id`.
+/// The sequence numbers the worker's stream (the task's partition of `{prefix}events`, the
+/// gateway's default partition count) holds for `task_id`.
 async fn stream_seqs(redis_url: &str, prefix: &str, task_id: &str) -> Option<Vec<u64>> {
     let client = redis::Client::open(redis_url).ok()?;
     let mut conn = client.get_multiplexed_async_connection().await.ok()?;
     let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(a2a_bus::events_key(prefix))
+        .arg(a2a_bus::events_key(
+            prefix,
+            a2a_bus::keys::partition_of(task_id, a2a_bus::keys::DEFAULT_PARTITIONS),
+        ))
         .arg("-")
         .arg("+")
         .query_async(&mut conn)
