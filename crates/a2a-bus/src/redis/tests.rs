@@ -382,7 +382,10 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
     let mut conn = bus.0.conn().await.unwrap();
     for key in [
         bus.0.task_key("t"),
-        events_key(&bus.0.shared.prefix, keys::partition_of("t", bus.0.partitions)),
+        events_key(
+            &bus.0.shared.prefix,
+            keys::partition_of("t", bus.0.partitions),
+        ),
     ] {
         let entries: Vec<(String, HashMap<String, redis::Value>)> = redis::cmd("XRANGE")
             .arg(&key)
