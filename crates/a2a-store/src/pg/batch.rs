@@ -79,21 +79,28 @@ pub(super) async fn execute(
         a.sql(&mut n, &mut ctes);
         results.push("SELECT id, seq FROM a_updated");
     }
-    // What the owners' stored bytes became, in this connection's own slot (see migration 0011).
+    // How the owners' stored bytes and open tasks changed, in this connection's own slot (see
+    // migrations 0011 and 0016): a create of a task that is not terminal opens one, an append
+    // that makes its task terminal closes one (appends to terminal tasks are refused below).
     let mut changed = Vec::new();
     if !creates.is_empty() {
-        changed.push("SELECT i.owner, i.bytes AS d FROM c_input i JOIN c_created c ON c.id = i.id");
+        changed.push(
+            "SELECT i.owner, i.bytes AS d, (i.state NOT IN (3, 4, 5, 7))::int AS o \
+             FROM c_input i JOIN c_created c ON c.id = i.id",
+        );
     }
     if !appends.is_empty() {
         changed.push(
-            "SELECT u.owner, i.delta AS d FROM a_updated u JOIN a_input i ON i.task_id = u.id",
+            "SELECT u.owner, i.delta AS d, -(i.state IN (3, 4, 5, 7))::int AS o \
+             FROM a_updated u JOIN a_input i ON i.task_id = u.id",
         );
     }
     ctes.push(format!(
-        "usage AS (INSERT INTO owner_bytes (owner, slot, bytes) \
-         SELECT owner, pg_backend_pid(), sum(d)::int8 FROM ({}) x \
-          GROUP BY owner HAVING sum(d) <> 0 \
-         ON CONFLICT (owner, slot) DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes)",
+        "usage AS (INSERT INTO owner_bytes (owner, slot, bytes, open) \
+         SELECT owner, pg_backend_pid(), sum(d)::int8, sum(o)::int8 FROM ({}) x \
+          GROUP BY owner HAVING sum(d) <> 0 OR sum(o) <> 0 \
+         ON CONFLICT (owner, slot) DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes, \
+           open = owner_bytes.open + excluded.open)",
         changed.join(" UNION ALL ")
     ));
     let sql = format!("WITH {} {}", ctes.join(", "), results.join(" UNION ALL "));

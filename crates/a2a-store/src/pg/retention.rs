@@ -110,11 +110,13 @@ pub(super) async fn fold_owner_bytes(pool: &PgPool) -> StoreResult<u64> {
         WITH gone AS (DELETE FROM owner_bytes \
                        WHERE slot <> 0 AND (SELECT pg_try_advisory_xact_lock($1)) \
                          AND slot NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL) \
-                       RETURNING owner, bytes), \
-             folded AS (INSERT INTO owner_bytes (owner, slot, bytes) \
-                         SELECT owner, 0, sum(bytes)::int8 FROM gone GROUP BY owner \
+                       RETURNING owner, bytes, open), \
+             folded AS (INSERT INTO owner_bytes (owner, slot, bytes, open) \
+                         SELECT owner, 0, sum(bytes)::int8, sum(open)::int8 FROM gone \
+                          GROUP BY owner \
                          ON CONFLICT (owner, slot) \
-                         DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes) \
+                         DO UPDATE SET bytes = owner_bytes.bytes + excluded.bytes, \
+                           open = owner_bytes.open + excluded.open) \
         SELECT count(*) FROM gone";
     let (n,): (i64,) = sqlx::query_as(SQL)
         .bind(TASK_SWEEP_LOCK)

@@ -146,4 +146,21 @@ pub async fn usage_counts_open_tasks_and_stored_bytes(store: &dyn TaskStore) {
         expected - stored_bytes(&done.task) - stored_bytes(&three.task)
     );
     assert_eq!(after.open_tasks, 2);
+
+    // A task created terminal (its answer stored with it) opens nothing, and an append refused
+    // because its task is terminal closes nothing.
+    store
+        .create_with(
+            new_task("alice", "use-5", "c1", 500),
+            status("use-5", Completed, 3_000),
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .append("use-5", 2, status("use-5", Completed, 4_000))
+            .await
+            .is_err()
+    );
+    assert_eq!(store.usage("alice", 0).await.unwrap().open_tasks, 2);
 }
