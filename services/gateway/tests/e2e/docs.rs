@@ -177,3 +177,91 @@ fn the_link_check_sees_a_broken_link() {
         "ai-catalog-well-knownai-catalogjson"
     );
 }
+
+/// The keys a table of the configuration file accepts, read from the loader's own refusal of
+/// an unknown key ("unknown field `__probe`, expected one of `a`, `b`, ..."), so the list is
+/// the structs' and cannot fall behind them.
+fn accepted_keys(table: &str) -> Vec<String> {
+    let text = format!("{table}\n__probe = 1\n");
+    let refusal = match a2a_gateway::config::FileConfig::parse(&text) {
+        Ok(_) => panic!("an unknown key was accepted in {table:?}"),
+        Err(e) => e,
+    };
+    let expected = refusal
+        .split_once("expected")
+        .unwrap_or_else(|| panic!("no key list in the refusal of {table:?}: {refusal}"))
+        .1;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn every_configuration_key_is_documented() {
+    let root = root();
+    // The file's reference, and the two documents that hold the sections of their features.
+    let docs: String = [
+        "docs/configuration.md",
+        "docs/agents.md",
+        "docs/security.md",
+    ]
+    .iter()
+    .map(|doc| std::fs::read_to_string(root.join(doc)).expect("a readable document"))
+    .collect();
+    let tables = [
+        "",
+        "[card]",
+        "[limits]",
+        "[limits.quotas]",
+        "[limits.rate]",
+        "[limits.rate.ip]",
+        "[[limits.rate.overrides]]",
+        "[limits.edge]",
+        "[limits.connections]",
+        "[database]",
+        "[push]",
+        "[idempotency]",
+        "[retention]",
+        "[tls]",
+        "[dispatch]",
+        "[admin]",
+        "[[extensions]]",
+        "[extended_card]",
+        "[[extended_card.skills]]",
+        "[auth]",
+        "[auth.schemes.key]",
+        "[[auth.schemes.key.keys]]",
+        "[[agents]]",
+        "[[agents]]\n[agents.tls]",
+        "[[agents]]\n[agents.credentials]",
+    ];
+    let mut missing = Vec::new();
+    for table in tables {
+        let keys = accepted_keys(table);
+        assert!(!keys.is_empty(), "no keys found for {table:?}");
+        for key in keys {
+            // `key = ...` in a TOML example, `key` in prose, or a table's `[key]` header.
+            let documented = [
+                format!("{key} ="),
+                format!("{key}="),
+                format!("`{key}`"),
+                format!("[{key}"),
+                format!(".{key}]"),
+                format!(".{key}."),
+            ]
+            .iter()
+            .any(|form| docs.contains(form.as_str()));
+            if !documented {
+                missing.push(format!("{table} {key}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "configuration keys no document names:\n{}",
+        missing.join("\n")
+    );
+}
