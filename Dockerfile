@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1.7
-# a2a-gateway and a2a-worker in one image (README, *Deployment*).
+# a2a-gateway and a2a-worker in one image (docs/deployment.md).
 #
 #   DOCKER_BUILDKIT=1 docker build -t a2a-gateway:0.1.0 \
 #     --build-arg VERSION=0.1.0 --build-arg REVISION=$(git rev-parse HEAD) .
@@ -42,7 +42,7 @@ LABEL org.opencontainers.image.title="a2a-gateway" \
       org.opencontainers.image.source="${SOURCE}"
 COPY --from=builder /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=builder /out/a2a-gateway /out/a2a-worker /usr/local/bin/
-# Containers listen on every interface, IPv4 and IPv6; the port numbers are the README's.
+# Containers listen on every interface, IPv4 and IPv6, on the ports docs/configuration.md names.
 ENV A2A_LISTEN=[::]:8080 \
     A2A_ADMIN_LISTEN=[::]:9464
 # Numeric, so `runAsNonRoot` can verify it without a passwd entry.

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # What the benchmark scripts share; sourced by loadtest/bench*.sh, not run on its own.
-# Their load is always a2a-loadtest's (see the README's *Load testing with `a2a-loadtest`*): every
+# Their load is always a2a-loadtest's (see docs/load-testing.md): every
 # answer is checked (a JSON-RPC error, a refused call, a task in another state fails the run),
 # and the closed loop waits for the answer to every request it sends, so the counts in its JSON
 # report are exact: what the scripts check the gateway's stored tasks against.

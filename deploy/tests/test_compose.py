@@ -129,7 +129,7 @@ def test_ports_and_paths_of_checks_and_scrapes_exist(cfg):
     haproxy = (ROOT / "deploy/haproxy/haproxy.cfg").read_text()
     assert re.search(rf"server-template \S+ \d+ gateway:{public}\b", haproxy)
     assert re.findall(r"check port (\d+)", haproxy) == [str(admin)]
-    # /readyz is the gateway's readiness endpoint (README, Endpoints); the run test waits on it.
+    # /readyz is the gateway's readiness endpoint (docs/api.md, Endpoints); the run test waits on it.
     assert re.search(r"http-check send meth GET uri /readyz\b", haproxy)
     prom = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
     jobs = {j["job_name"]: j["dns_sd_configs"][0] for j in prom["scrape_configs"]}

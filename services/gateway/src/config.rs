@@ -1228,18 +1228,24 @@ mod tests {
 }
 
 #[cfg(test)]
-mod readme {
-    /// The README's configuration table names every variable the gateway reads.
+mod docs {
+    /// The gateway's table in docs/configuration.md names every variable the gateway reads.
     #[test]
-    fn the_readme_lists_every_variable() {
-        let readme = include_str!("../../../README.md");
+    fn the_configuration_reference_lists_every_variable() {
+        let doc = include_str!("../../../docs/configuration.md");
+        // The gateway's table: from its heading to the worker's.
+        let section = doc
+            .split("\n## The gateway\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("a section for the gateway");
         for (name, _) in super::ENV_VARS
             .iter()
             .chain(a2a_process::telemetry::ENV_VARS)
         {
             assert!(
-                readme.contains(&format!("| `{name}` |")),
-                "README misses {name}"
+                section.contains(&format!("| `{name}` |")),
+                "docs/configuration.md (gateway) misses {name}"
             );
         }
     }

@@ -477,18 +477,24 @@ mod tests {
 }
 
 #[cfg(test)]
-mod readme {
-    /// The README's worker table names every variable the worker reads.
+mod docs {
+    /// The worker's table in docs/configuration.md names every variable the worker reads.
     #[test]
-    fn the_readme_lists_every_variable() {
-        let readme = include_str!("../../../README.md");
+    fn the_configuration_reference_lists_every_variable() {
+        let doc = include_str!("../../../docs/configuration.md");
+        // The worker's table: from its heading to the next.
+        let section = doc
+            .split("\n## `a2a-worker`\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n## ").next())
+            .expect("a section for a2a-worker");
         for (name, _) in super::ENV_VARS
             .iter()
             .chain(a2a_process::telemetry::ENV_VARS)
         {
             assert!(
-                readme.contains(&format!("| `{name}` |")),
-                "README misses {name}"
+                section.contains(&format!("| `{name}` |")),
+                "docs/configuration.md (worker) misses {name}"
             );
         }
     }

@@ -13,6 +13,7 @@ mod card;
 mod card_schema;
 mod catalogue;
 mod dialect03;
+mod docs;
 mod equivalence;
 mod error_table;
 mod errors;

@@ -204,9 +204,9 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         grew("a2a_bus_delivery_lag_seconds_count", &[], 1.0);
     }
 
-    // The README's catalogue names every series the gateway exports.
-    let readme = include_str!("../../../../README.md");
-    let section = readme
+    // The operations guide's catalogue names every series the gateway exports.
+    let doc = include_str!("../../../../docs/operations.md");
+    let section = doc
         .split("\n## Metrics\n")
         .nth(1)
         .and_then(|rest| rest.split("\n## ").next())
@@ -219,7 +219,7 @@ async fn admin_listener_serves_the_catalogue_after_requests_on_every_binding() {
         {
             assert!(
                 section.contains(&format!("`{name}`")),
-                "README's Metrics section misses {name}"
+                "the Metrics section of docs/operations.md misses {name}"
             );
         }
     }
