@@ -152,7 +152,7 @@ pub async fn usage_counts_open_tasks_and_stored_bytes(store: &dyn TaskStore) {
     store
         .create_with(
             new_task("alice", "use-5", "c1", 500),
-            status("use-5", Completed, 3_000),
+            vec![status("use-5", Completed, 3_000)],
         )
         .await
         .unwrap();

@@ -276,6 +276,7 @@ impl AgentRegistry {
             if t.agents.insert(name.clone(), agent).is_none() {
                 t.order.push(name);
             }
+            t.rebuild();
         }
         self.changes.send_modify(|v| *v += 1);
     }
@@ -286,7 +287,9 @@ impl AgentRegistry {
         let removed = {
             let mut t = self.write();
             t.order.retain(|n| n != name);
-            t.agents.remove(name)
+            let removed = t.agents.remove(name);
+            t.rebuild();
+            removed
         };
         self.changes.send_modify(|v| *v += 1);
         removed
@@ -328,13 +331,9 @@ impl AgentRegistry {
     }
 
     /// Agents in registration order (a snapshot).
-    pub fn iter(&self) -> std::vec::IntoIter<Arc<dyn Agent>> {
-        let t = self.read();
-        t.order
-            .iter()
-            .filter_map(|n| t.agents.get(n).cloned())
-            .collect::<Vec<_>>()
-            .into_iter()
+    pub fn iter(&self) -> impl Iterator<Item = Arc<dyn Agent>> + use<> {
+        let snapshot = self.read().snapshot.clone();
+        (0..snapshot.len()).map(move |i| snapshot[i].clone())
     }
 }
 
@@ -343,6 +342,19 @@ impl AgentRegistry {
 struct Table {
     agents: HashMap<String, Arc<dyn Agent>>,
     order: Vec<String>,
+    /// The agents in `order`, rebuilt on every change: routing reads it for each message
+    /// without a HashMap lookup or an allocation per agent.
+    snapshot: Arc<[Arc<dyn Agent>]>,
+}
+
+impl Table {
+    fn rebuild(&mut self) {
+        self.snapshot = self
+            .order
+            .iter()
+            .filter_map(|n| self.agents.get(n).cloned())
+            .collect();
+    }
 }
 
 /// A text part (used by the built-in agents).

@@ -185,7 +185,9 @@ impl AgentRegistry {
                 });
             }
         }
-        let words = words(message);
+        // The message's words are read only when some agent can be scored (an upstream agent
+        // with a health status): a gateway of built-in agents routes without them.
+        let mut message_words = None;
         let best = self
             .iter()
             .filter_map(|a| {
@@ -193,7 +195,8 @@ impl AgentRegistry {
                 Some((a, status))
             })
             .map(|(a, status)| {
-                let matched = skill_match(&a.skills(), &words);
+                let words = message_words.get_or_insert_with(|| words(message));
+                let matched = skill_match(&a.skills(), words);
                 (a, matched, score(Some(status), matched))
             })
             .filter(|(_, matched, _)| *matched > 0.0)

@@ -17,6 +17,7 @@
 //! `a2a_quota_refusals_total{quota}`.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -79,6 +80,16 @@ pub(crate) enum Quota {
 }
 
 impl Quota {
+    const COUNT: usize = 3;
+
+    fn index(self) -> usize {
+        match self {
+            Self::Streams => 0,
+            Self::RunningTurns => 1,
+            Self::BlockingSends => 2,
+        }
+    }
+
     /// The config key, as refusals and the metric name it.
     pub(crate) fn key(self) -> &'static str {
         match self {
@@ -109,12 +120,17 @@ pub(crate) fn refusal(quota: &str, limit: u64) -> A2aError {
 /// What each owner holds in this process, by quota.
 pub(crate) struct Quotas {
     config: QuotaConfig,
-    /// Entries are removed when they fall to 0, so the map holds only owners holding something.
-    held: Mutex<HashMap<(Quota, String), u64>>,
+    /// Per owner, the units held of each [`Quota`] (indexed by [`Quota::index`]); keyed by the
+    /// owner alone so that a lookup borrows the caller's `&str` (no allocation per request). An
+    /// entry is removed when all its counts fall to 0, so the map holds only owners holding
+    /// something.
+    held: Mutex<HashMap<String, [u64; Quota::COUNT]>>,
     /// What the store said each recent owner holds, plus what this process let them add since
     /// (see [`Quotas::check_stored`]); at most [`USAGE_CACHE`] owners, the least used evicted
     /// one at a time (`a2a_quota_usage_cache_entries`).
-    usage: quick_cache::sync::Cache<String, Seen>,
+    /// A remembered figure is shared (`Arc`) and moved with atomics, so a message that it
+    /// answers costs one cache lookup and no cache write.
+    usage: quick_cache::sync::Cache<String, Arc<Seen>>,
 }
 
 /// Owners whose usage is remembered.
@@ -122,10 +138,19 @@ const USAGE_CACHE: usize = 10_000;
 /// How long a remembered usage may answer without asking the store.
 const USAGE_FRESH: Duration = Duration::from_secs(1);
 
-#[derive(Clone, Copy)]
 struct Seen {
     at: Instant,
-    usage: OwnerUsage,
+    open_tasks: AtomicU64,
+    bytes: AtomicU64,
+}
+
+impl Seen {
+    fn usage(&self) -> OwnerUsage {
+        OwnerUsage {
+            open_tasks: self.open_tasks.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Whether `used` is below half of `limit` (0 = no limit): far enough that a remembered
@@ -174,9 +199,11 @@ impl Quotas {
         if let Some(seen) = self.usage.get(owner)
             && now.duration_since(seen.at) < USAGE_FRESH
         {
-            let after = add(seen.usage);
+            let after = add(seen.usage());
             if far_below(after.open_tasks, open_limit) && far_below(after.bytes, bytes_limit) {
-                self.remember(owner, seen.at, after);
+                seen.open_tasks
+                    .fetch_add(u64::from(new_task), Ordering::Relaxed);
+                seen.bytes.fetch_add(bytes, Ordering::Relaxed);
                 return Ok(());
             }
         }
@@ -204,16 +231,20 @@ impl Quotas {
         if self.config.open_tasks_per_owner == 0 {
             return;
         }
-        if let Some(mut seen) = self.usage.get(owner)
-            && seen.usage.open_tasks > 0
-        {
-            seen.usage.open_tasks -= 1;
-            self.usage.insert(owner.to_owned(), seen);
+        if let Some(seen) = self.usage.get(owner) {
+            let _ = seen
+                .open_tasks
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
         }
     }
 
     fn remember(&self, owner: &str, at: Instant, usage: OwnerUsage) {
-        self.usage.insert(owner.to_owned(), Seen { at, usage });
+        let seen = Seen {
+            at,
+            open_tasks: AtomicU64::new(usage.open_tasks),
+            bytes: AtomicU64::new(usage.bytes),
+        };
+        self.usage.insert(owner.to_owned(), Arc::new(seen));
         metrics::gauge!("a2a_quota_usage_cache_entries").set(self.usage.len() as f64);
     }
 
@@ -229,15 +260,13 @@ impl Quotas {
     ) -> Result<QuotaGuard, A2aError> {
         let limit = quota.limit(&self.config);
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        let count = held.entry((quota, owner.to_owned())).or_insert(0);
-        if limit > 0 && *count >= limit {
-            if *count == 0 {
-                held.remove(&(quota, owner.to_owned()));
-            }
+        let count = held.get(owner).map_or(0, |c| c[quota.index()]);
+        if limit > 0 && count >= limit {
             drop(held);
             return Err(refusal(quota.key(), limit));
         }
-        *count += 1;
+        Self::add(&mut held, quota, owner);
+        drop(held);
         Ok(self.guard(quota, owner))
     }
 
@@ -246,8 +275,20 @@ impl Quotas {
     /// requests.
     pub(crate) fn force(self: &Arc<Self>, quota: Quota, owner: &str) -> QuotaGuard {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        *held.entry((quota, owner.to_owned())).or_insert(0) += 1;
+        Self::add(&mut held, quota, owner);
+        drop(held);
         self.guard(quota, owner)
+    }
+
+    fn add(held: &mut HashMap<String, [u64; Quota::COUNT]>, quota: Quota, owner: &str) {
+        match held.get_mut(owner) {
+            Some(counts) => counts[quota.index()] += 1,
+            None => {
+                let mut counts = [0; Quota::COUNT];
+                counts[quota.index()] = 1;
+                held.insert(owner.to_owned(), counts);
+            }
+        }
     }
 
     fn guard(self: &Arc<Self>, quota: Quota, owner: &str) -> QuotaGuard {
@@ -262,7 +303,7 @@ impl Quotas {
     #[cfg(test)]
     fn held(&self, quota: Quota, owner: &str) -> u64 {
         let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        held.get(&(quota, owner.to_owned())).copied().unwrap_or(0)
+        held.get(owner).map_or(0, |c| c[quota.index()])
     }
 }
 
@@ -276,11 +317,11 @@ pub(crate) struct QuotaGuard {
 impl Drop for QuotaGuard {
     fn drop(&mut self) {
         let mut held = self.quotas.held.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (self.quota, std::mem::take(&mut self.owner));
-        if let Some(count) = held.get_mut(&key) {
+        if let Some(counts) = held.get_mut(self.owner.as_str()) {
+            let count = &mut counts[self.quota.index()];
             *count = count.saturating_sub(1);
-            if *count == 0 {
-                held.remove(&key);
+            if counts.iter().all(|&c| c == 0) {
+                held.remove(self.owner.as_str());
             }
         }
     }
@@ -351,7 +392,7 @@ mod tests {
         let store = a2a_store::MemoryTaskStore::new();
         q.check_stored(&store, "alice", true, 10).await.unwrap();
         let first = q.usage.get("alice").unwrap();
-        assert_eq!(first.usage.open_tasks, 1);
+        assert_eq!(first.usage().open_tasks, 1);
         q.task_closed("alice");
         for _ in 0..100 {
             q.check_stored(&store, "alice", true, 10).await.unwrap();
@@ -359,8 +400,8 @@ mod tests {
         }
         let seen = q.usage.get("alice").unwrap();
         assert_eq!(seen.at, first.at, "no store read within the fresh window");
-        assert_eq!(seen.usage.open_tasks, 0);
-        assert_eq!(seen.usage.bytes, 101 * 10);
+        assert_eq!(seen.usage().open_tasks, 0);
+        assert_eq!(seen.usage().bytes, 101 * 10);
         // Tasks that stay open do count: past half the limit, the store is asked.
         for _ in 0..4 {
             q.check_stored(&store, "alice", true, 10).await.unwrap();
