@@ -2,6 +2,7 @@
 //! agent (its first card fetched before it is routed to), its ETag, and how it is shown back
 //! (credentials redacted).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,15 +18,44 @@ use crate::service::A2aService;
 use crate::upstream::UpstreamAgent;
 use crate::upstream::config::{AgentConfig, INLINE_SECRETS};
 
+/// An entry turned into a running agent, not routed to yet.
+pub(super) struct Built {
+    pub(super) config: AgentConfig,
+    /// The entry as `GET` shows it (credentials redacted).
+    shown: Value,
+    agent: Arc<UpstreamAgent>,
+    /// Stops the agent's card refresh and heartbeat.
+    pub(super) stop: CancellationToken,
+}
+
+impl Built {
+    /// Routes to the agent and keeps it as registered under `etag`, stopping the agent it
+    /// replaces (if any): the entry as shown.
+    pub(super) fn register(
+        self,
+        routes: &AgentRegistry,
+        registered: &mut BTreeMap<String, Registered>,
+        etag: String,
+    ) -> Value {
+        routes.insert(self.agent);
+        let entry = Registered {
+            shown: self.shown,
+            etag,
+            stop: self.stop,
+        };
+        let answer = shown(&entry);
+        if let Some(old) = registered.insert(self.config.name, entry) {
+            old.stop.cancel();
+        }
+        answer
+    }
+}
+
 impl Admin {
     /// [`build`] for a change through the API, which takes no inline secret: the entry is
     /// stored (in PostgreSQL when shared), so its credentials must only name where the secret
     /// is (400 naming the field otherwise).
-    pub(super) async fn build(
-        &self,
-        body: &[u8],
-        name: Option<&str>,
-    ) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+    pub(super) async fn build(&self, body: &[u8], name: Option<&str>) -> Result<Built, Response> {
         if let Ok(entry) = serde_json::from_slice::<Value>(body)
             && let Some(creds) = entry.get("credentials").and_then(Value::as_object)
             && let Some(field) = INLINE_SECRETS.iter().find(|f| creds.contains_key(**f))
@@ -51,7 +81,7 @@ pub(super) async fn build(
     state: &AdminState,
     body: &[u8],
     name: Option<&str>,
-) -> Result<(AgentConfig, Value, Arc<UpstreamAgent>, CancellationToken), Response> {
+) -> Result<Built, Response> {
     {
         let unprocessable = |m: String| error(StatusCode::UNPROCESSABLE_ENTITY, m);
         let mut raw: Value = serde_json::from_slice(body).map_err(|e| {
@@ -115,7 +145,12 @@ pub(super) async fn build(
                 FIRST_FETCH.as_secs()
             )));
         }
-        Ok((config, redact(raw), agent, stop))
+        Ok(Built {
+            config,
+            shown: redact(raw),
+            agent,
+            stop,
+        })
     }
 }
 
@@ -128,7 +163,7 @@ pub(super) fn etag_of(body: &Value) -> String {
 /// The entry as shown back: credential references, the client id, token URL and scopes as
 /// given; anything else under `credentials` (an inline secret of an entry stored before the
 /// API refused them) replaced.
-pub(super) fn redact(mut entry: Value) -> Value {
+fn redact(mut entry: Value) -> Value {
     if let Some(Value::Object(creds)) = entry.get_mut("credentials") {
         for (k, v) in creds.iter_mut() {
             let shown = k.ends_with("_env")

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use a2a_store::RegistryChange;
 
-use super::entry::{etag_of, shown};
+use super::entry::{Built, etag_of, shown};
 use super::share::{apply, persist};
 use super::{AGENTS_PATH, AUDIT_SHOWN, Admin, MAX_AGENTS, Registered, error};
 use crate::agents::AgentRegistry;
@@ -63,7 +63,7 @@ impl Admin {
 }
 
 /// Whether `If-Match` (if any) lets a change to the entry tagged `current` go ahead.
-pub(super) fn if_match(headers: &HeaderMap, current: &str) -> bool {
+fn if_match(headers: &HeaderMap, current: &str) -> bool {
     let Some(v) = headers.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) else {
         return true;
     };
@@ -72,14 +72,14 @@ pub(super) fn if_match(headers: &HeaderMap, current: &str) -> bool {
         .any(|t| t == "*" || t == current)
 }
 
-pub(super) fn with_etag(mut response: Response, etag: &str) -> Response {
+fn with_etag(mut response: Response, etag: &str) -> Response {
     if let Ok(v) = HeaderValue::from_str(etag) {
         response.headers_mut().insert(header::ETAG, v);
     }
     response
 }
 
-pub(super) fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
+fn audit(who: &str, action: &str, name: &str, etag: Option<&str>) {
     tracing::info!(
         target: "a2a_gateway::audit",
         who,
@@ -185,37 +185,30 @@ pub(super) async fn create(
             format!("at most {MAX_AGENTS} agents are registered through the admin API"),
         );
     }
-    let (config, shown_entry, agent, stop) = match admin.build(&body, None).await {
+    let built = match admin.build(&body, None).await {
         Ok(built) => built,
         Err(r) => return r,
     };
+    let name = built.config.name.clone();
     let raw = serde_json::from_slice::<Value>(&body).unwrap_or_default();
     let etag = etag_of(&raw);
     let entry = raw.to_string();
     let change = RegistryChange::Create {
-        name: &config.name,
+        name: &name,
         entry: &entry,
         etag: &etag,
     };
-    if let Some(refused) = persist(&admin.state, change, &who).await {
-        stop.cancel();
-        return refused;
-    }
-    admin.registry().insert(agent);
-    let entry = Registered {
-        shown: shown_entry,
-        etag: etag.clone(),
-        stop,
+    let answer = match commit(&admin, &mut registered, built, change, &who, &etag).await {
+        Ok(answer) => answer,
+        Err(refused) => return refused,
     };
-    let answer = shown(&entry);
-    registered.insert(config.name.clone(), entry);
     admin.state.count(&registered);
-    audit(&who, "create", &config.name, Some(&etag));
+    audit(&who, "create", &name, Some(&etag));
     let mut response = with_etag(
         (StatusCode::CREATED, axum::Json(answer)).into_response(),
         &etag,
     );
-    if let Ok(v) = HeaderValue::from_str(&format!("{AGENTS_PATH}/{}", config.name)) {
+    if let Ok(v) = HeaderValue::from_str(&format!("{AGENTS_PATH}/{name}")) {
         response.headers_mut().insert(header::LOCATION, v);
     }
     response
@@ -237,7 +230,7 @@ pub(super) async fn replace(
         Ok(etag) => etag,
         Err(r) => return r,
     };
-    let (config, shown_entry, agent, stop) = match admin.build(&body, Some(&name)).await {
+    let built = match admin.build(&body, Some(&name)).await {
         Ok(built) => built,
         Err(r) => return r,
     };
@@ -254,20 +247,10 @@ pub(super) async fn replace(
         etag: &etag,
         expect: &expect,
     };
-    if let Some(refused) = persist(&admin.state, change, &who).await {
-        stop.cancel();
-        return refused;
-    }
-    admin.registry().insert(agent);
-    let entry = Registered {
-        shown: shown_entry,
-        etag: etag.clone(),
-        stop,
+    let answer = match commit(&admin, &mut registered, built, change, &who, &etag).await {
+        Ok(answer) => answer,
+        Err(refused) => return refused,
     };
-    let answer = shown(&entry);
-    if let Some(old) = registered.insert(config.name.clone(), entry) {
-        old.stop.cancel();
-    }
     audit(&who, "replace", &name, Some(&etag));
     with_etag(axum::Json(answer).into_response(), &etag)
 }
@@ -309,7 +292,25 @@ pub(super) async fn remove(
     StatusCode::NO_CONTENT.into_response()
 }
 
-pub(super) fn read_only(name: &str, source: &str) -> Response {
+/// Records `change` in the registry, then routes to the agent `built` and keeps it as
+/// registered under `etag`: the entry as shown, or the refusal (the agent stopped, nothing
+/// changed).
+async fn commit(
+    admin: &Admin,
+    registered: &mut BTreeMap<String, Registered>,
+    built: Built,
+    change: RegistryChange<'_>,
+    who: &str,
+    etag: &str,
+) -> Result<Value, Response> {
+    if let Some(refused) = persist(&admin.state, change, who).await {
+        built.stop.cancel();
+        return Err(refused);
+    }
+    Ok(built.register(admin.registry(), registered, etag.to_owned()))
+}
+
+fn read_only(name: &str, source: &str) -> Response {
     error(
         StatusCode::CONFLICT,
         format!(
@@ -323,7 +324,7 @@ pub(super) fn read_only(name: &str, source: &str) -> Response {
     )
 }
 
-pub(super) fn precondition_failed(name: &str, etag: &str) -> Response {
+fn precondition_failed(name: &str, etag: &str) -> Response {
     with_etag(
         error(
             StatusCode::PRECONDITION_FAILED,

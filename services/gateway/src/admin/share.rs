@@ -47,7 +47,7 @@ pub async fn share(svc: &A2aService, database_url: &str) {
 /// One round of the replica sync: when the registry's version moved, its entries are read and
 /// applied (new or changed entries built, their cards fetched, then routed to; missing ones
 /// removed). A failure leaves the version unapplied, so the next round tries again.
-pub(super) async fn sync(svc: &A2aService, state: &AdminState) {
+async fn sync(svc: &A2aService, state: &AdminState) {
     let version = match state.store().version().await {
         Ok(v) => {
             state
@@ -96,19 +96,11 @@ pub(super) async fn apply(
             continue;
         }
         match build(svc, state, entry.as_bytes(), None).await {
-            Ok((config, shown_entry, agent, stop)) if &config.name == name => {
-                svc.agent_registry().insert(agent);
-                let new = Registered {
-                    shown: shown_entry,
-                    etag: etag.clone(),
-                    stop,
-                };
-                if let Some(old) = registered.insert(name.clone(), new) {
-                    old.stop.cancel();
-                }
+            Ok(built) if &built.config.name == name => {
+                built.register(svc.agent_registry(), registered, etag.clone());
                 tracing::info!(agent = %name, "admin API: applied a shared agent");
             }
-            Ok((_, _, _, stop)) => stop.cancel(),
+            Ok(built) => built.stop.cancel(),
             Err(_) => {
                 tracing::warn!(agent = %name, "admin API: a shared agent's card cannot be had yet");
                 complete = false;
