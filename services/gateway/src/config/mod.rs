@@ -61,7 +61,10 @@ impl std::fmt::Debug for Config {
             .field("redis_url", &redacted(&self.redis_url))
             .field(
                 "redis_cluster_nodes",
-                &self.redis_cluster_nodes.as_deref().map(redact_nodes),
+                &self
+                    .redis_cluster_nodes
+                    .as_deref()
+                    .map(a2a_store::redact_urls),
             )
             .field("redis_prefix", &self.redis_prefix)
             .field("outbox", &self.outbox)
@@ -264,15 +267,6 @@ impl Config {
             self.redis_cluster_nodes.as_deref(),
         )
     }
-}
-
-/// Seed node URLs without their passwords.
-fn redact_nodes(nodes: &str) -> String {
-    nodes
-        .split(',')
-        .map(|n| a2a_store::redact_url(n.trim()))
-        .collect::<Vec<_>>()
-        .join(",")
 }
 
 #[cfg(test)]
