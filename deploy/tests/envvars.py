@@ -1,6 +1,6 @@
 """The closed lists of environment variables the binaries read, taken from their source.
 
-`services/gateway/src/config.rs` and `services/worker/src/config.rs` each hold `ENV_VARS`, and
+`services/gateway/src/config/env.rs` and `services/worker/src/config.rs` each hold `ENV_VARS`, and
 `crates/a2a-process/src/telemetry.rs` holds the logging and tracing ones both read; each is a
 Rust slice of `("NAME", "meaning")` pairs. The deployment files may give our processes only these.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 SOURCES = {
-    "gateway": ROOT / "services/gateway/src/config.rs",
+    "gateway": ROOT / "services/gateway/src/config/env.rs",
     "worker": ROOT / "services/worker/src/config.rs",
     "telemetry": ROOT / "crates/a2a-process/src/telemetry.rs",
 }

@@ -1,4 +1,4 @@
-"""The gateway's `[limits]` keys and their TOML types, from `services/gateway/src/config.rs`
+"""The gateway's `[limits]` keys and their TOML types, from `services/gateway/src/config/file.rs`
 (`pub struct Limits`): the chart's values schema for `config.limits` is generated from them
 (A2A_DEPLOY_REGEN=1), so a key the gateway does not know is refused at render time."""
 
@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIG_RS = ROOT / "services/gateway/src/config.rs"
+CONFIG_RS = ROOT / "services/gateway/src/config/file.rs"
 
 INTEGER = {"type": "integer", "minimum": 0}
 
@@ -39,7 +39,7 @@ def schema() -> dict:
             props[name] = {"type": "object"}
     return {
         "type": "object",
-        "description": "[limits] of the gateway's TOML: generated from services/gateway/src/config.rs (A2A_DEPLOY_REGEN=1)",
+        "description": "[limits] of the gateway's TOML: generated from services/gateway/src/config/file.rs (A2A_DEPLOY_REGEN=1)",
         "additionalProperties": False,
         "properties": props,
     }

@@ -148,7 +148,7 @@ class Stack:
 
 def builtin_agents_supported() -> bool:
     """Whether this gateway knows the top-level `builtin_agents` key (its config is closed)."""
-    return "builtin_agents" in (ROOT / "services/gateway/src/config.rs").read_text()
+    return "builtin_agents" in (ROOT / "services/gateway/src/config/file.rs").read_text()
 
 
 def gateway_toml_for_this_binary(text: str) -> str:

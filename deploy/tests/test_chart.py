@@ -275,7 +275,7 @@ def test_schema_limits_are_the_gateway_ones():
         cfg["limits"] = limits.schema()
         path.write_text(json.dumps(schema, indent=2) + "\n")
     assert cfg["limits"] == limits.schema(), (
-        "config.limits in values.schema.json is not services/gateway/src/config.rs's Limits: "
+        "config.limits in values.schema.json is not services/gateway/src/config/file.rs's Limits: "
         "rerun with A2A_DEPLOY_REGEN=1")
 
 

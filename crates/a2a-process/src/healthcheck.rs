@@ -9,6 +9,21 @@ use std::time::Duration;
 
 use http_body_util::Empty;
 
+/// `healthcheck [--live]`: the subcommand's arguments, the same in both binaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct Probe {
+    /// Ask /healthz (alive) instead of /readyz (ready).
+    #[arg(long)]
+    pub live: bool,
+}
+
+impl Probe {
+    /// The path the check GETs: `/healthz` with `--live`, else `/readyz`.
+    pub fn path(self) -> &'static str {
+        if self.live { "/healthz" } else { "/readyz" }
+    }
+}
+
 /// The whole check's bound (connect, request, status line): below compose's 3 s timeouts.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -30,7 +30,7 @@ pub use memory::MemoryTaskStore;
 pub use metered::Metered;
 #[cfg(feature = "postgres")]
 pub use pg::{ApiKeyRecord, PgApiKeys, PgOptions, PgTaskStore};
-pub use redact::redact_url;
+pub use redact::{redact_url, redact_urls};
 #[cfg(feature = "postgres")]
 pub use registry::PgAgentRegistry;
 pub use registry::{

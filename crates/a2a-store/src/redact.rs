@@ -35,9 +35,25 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A comma-separated list of URLs (Redis Cluster seed nodes), each with any password hidden.
+pub fn redact_urls(list: &str) -> String {
+    list.split(',')
+        .map(|url| redact_url(url.trim()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_url, redact_urls};
+
+    #[test]
+    fn every_url_of_a_list_is_redacted() {
+        assert_eq!(
+            redact_urls("redis://:a@n1:7000, redis://n2:7001,redis://u:b@n3:7002"),
+            "redis://:***@n1:7000,redis://n2:7001,redis://u:***@n3:7002"
+        );
+    }
 
     #[test]
     fn passwords_are_hidden_and_the_rest_kept() {

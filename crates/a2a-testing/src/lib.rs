@@ -9,6 +9,7 @@
 //!   gateway) start their own and stop it by its PID, never touching a shared server.
 
 mod calls;
+pub mod cli;
 mod cluster;
 pub mod otlp;
 mod pg;

@@ -2,6 +2,7 @@
 //! anything else runs. Each command's work lives with its subject (`app`, `keys`,
 //! `admin::cli`); this module only names them, so it depends on nothing in the crate.
 
+use a2a_process::healthcheck::Probe;
 use clap::{Parser, Subcommand};
 
 /// What `a2a-gateway --help` ends with: the environment it reads.
@@ -34,11 +35,7 @@ pub enum Command {
     /// Exit 0 when this container's gateway is ready (GET /readyz) on the admin listener
     /// (A2A_ADMIN_LISTEN, else A2A_LISTEN), within 2 s: the image's probe client for
     /// docker-compose healthchecks and HEALTHCHECK (no shell or curl).
-    Healthcheck {
-        /// Ask /healthz (alive) instead of /readyz (ready).
-        #[arg(long)]
-        live: bool,
-    },
+    Healthcheck(Probe),
 }
 
 /// `a2a-gateway keys ...`.
@@ -91,17 +88,9 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-    use clap::error::ErrorKind;
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
-        Cli::try_parse_from(std::iter::once("a2a-gateway").chain(args.iter().copied()))
-            .map(|c| c.chosen())
-    }
-
-    #[test]
-    fn the_definition_is_consistent() {
-        Cli::command().debug_assert();
+        a2a_testing::cli::parse::<Cli>("a2a-gateway", args).map(|c| c.chosen())
     }
 
     #[test]
@@ -111,11 +100,11 @@ mod tests {
         assert_eq!(parse(&["migrate"]).unwrap(), Command::Migrate);
         assert_eq!(
             parse(&["healthcheck"]).unwrap(),
-            Command::Healthcheck { live: false }
+            Command::Healthcheck(Probe { live: false })
         );
         assert_eq!(
             parse(&["healthcheck", "--live"]).unwrap(),
-            Command::Healthcheck { live: true }
+            Command::Healthcheck(Probe { live: true })
         );
         assert_eq!(
             parse(&["keys", "create", "ci"]).unwrap(),
@@ -168,22 +157,20 @@ mod tests {
 
     #[test]
     fn bad_command_lines_are_usage_errors() {
-        for args in [
-            &["frobnicate"][..],
-            &["healthcheck", "--ready"],
-            &["healthcheck", "extra"],
-            &["keys"],
-            &["keys", "create"],
-            &["keys", "rotate", "x"],
-            &["agents", "frobnicate"],
-            &["agents", "get"],
-            &["agents", "remove", "b", "--if-match"],
-        ] {
-            let e = parse(args).unwrap_err();
-            assert!(e.use_stderr(), "{args:?}: {e}");
-        }
-        let help = parse(&["--help"]).unwrap_err();
-        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
-        assert!(!help.use_stderr(), "help goes to stdout and exits 0");
+        a2a_testing::cli::assert_usage::<Cli>(
+            "a2a-gateway",
+            &[
+                &["frobnicate"],
+                &["healthcheck", "--ready"],
+                &["healthcheck", "extra"],
+                &["keys"],
+                &["keys", "create"],
+                &["keys", "rotate", "x"],
+                &["agents", "frobnicate"],
+                &["agents", "get"],
+                &["agents", "remove", "b", "--if-match"],
+            ],
+            &["--help"],
+        );
     }
 }

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     let command = cli.chosen();
     match &command {
         Command::Serve | Command::Migrate | Command::Keys(_) => {}
-        Command::Healthcheck { live } => return healthcheck(*live),
+        Command::Healthcheck(probe) => return healthcheck(probe.path()),
         Command::Agents(agents) => return agents_command(agents),
     }
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -93,9 +93,8 @@ fn agents_command(command: &AgentsCommand) -> ExitCode {
     }
 }
 
-/// `healthcheck [--live]`: the listener named by the environment as `serve` reads it.
-fn healthcheck(live: bool) -> ExitCode {
-    let path = if live { "/healthz" } else { "/readyz" };
+/// `healthcheck [--live]`: `path` on the listener named by the environment as `serve` reads it.
+fn healthcheck(path: &str) -> ExitCode {
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
     let (what, listen) = match (env("A2A_ADMIN_LISTEN"), env("A2A_LISTEN")) {
         (Some(admin), _) => ("A2A_ADMIN_LISTEN", admin),

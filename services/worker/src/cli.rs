@@ -1,6 +1,7 @@
 //! The `a2a-worker` command line (clap): the subcommands and their arguments, parsed before
 //! anything else runs. The work lives with each subject (`dead_letters`, `keygen`, `run`).
 
+use a2a_process::healthcheck::Probe;
 use clap::{Args, Parser, Subcommand};
 
 /// What `a2a-worker --help` ends with: the environment it reads.
@@ -30,11 +31,7 @@ pub enum Command {
     Keygen,
     /// Exit 0 when this container's worker is ready (GET /readyz) on A2A_WORKER_LISTEN,
     /// within 2 s (the image has no shell or curl).
-    Healthcheck {
-        /// Ask /healthz (alive) instead of /readyz (ready).
-        #[arg(long)]
-        live: bool,
-    },
+    Healthcheck(Probe),
 }
 
 /// `a2a-worker dead-letters ...`.
@@ -74,17 +71,9 @@ impl Cli {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
-    use clap::error::ErrorKind;
 
     fn parse(args: &[&str]) -> Result<Command, clap::Error> {
-        Cli::try_parse_from(std::iter::once("a2a-worker").chain(args.iter().copied()))
-            .map(|c| c.chosen())
-    }
-
-    #[test]
-    fn the_definition_is_consistent() {
-        Cli::command().debug_assert();
+        a2a_testing::cli::parse::<Cli>("a2a-worker", args).map(|c| c.chosen())
     }
 
     #[test]
@@ -95,7 +84,7 @@ mod tests {
         assert_eq!(parse(&["keygen"]).unwrap(), Command::Keygen);
         assert_eq!(
             parse(&["healthcheck", "--live"]).unwrap(),
-            Command::Healthcheck { live: true }
+            Command::Healthcheck(Probe { live: true })
         );
         let list = |all, limit| Command::DeadLetters(DeadLettersCommand::List { all, limit });
         assert_eq!(parse(&["dead-letters", "list"]).unwrap(), list(false, 100));
@@ -118,22 +107,20 @@ mod tests {
 
     #[test]
     fn bad_command_lines_are_usage_errors() {
-        for args in [
-            &["frobnicate"][..],
-            &["healthcheck", "extra"],
-            &["keygen", "extra"],
-            &["dead-letters"],
-            &["dead-letters", "list", "--limit"],
-            &["dead-letters", "list", "--limit", "many"],
-            &["dead-letters", "list", "--bogus"],
-            &["dead-letters", "replay"],
-            &["dead-letters", "replay", "seven"],
-        ] {
-            let e = parse(args).unwrap_err();
-            assert!(e.use_stderr(), "{args:?}: {e}");
-        }
-        let help = parse(&["help"]).unwrap_err();
-        assert_eq!(help.kind(), ErrorKind::DisplayHelp);
-        assert!(!help.use_stderr(), "help goes to stdout and exits 0");
+        a2a_testing::cli::assert_usage::<Cli>(
+            "a2a-worker",
+            &[
+                &["frobnicate"],
+                &["healthcheck", "extra"],
+                &["keygen", "extra"],
+                &["dead-letters"],
+                &["dead-letters", "list", "--limit"],
+                &["dead-letters", "list", "--limit", "many"],
+                &["dead-letters", "list", "--bogus"],
+                &["dead-letters", "replay"],
+                &["dead-letters", "replay", "seven"],
+            ],
+            &["help"],
+        );
     }
 }

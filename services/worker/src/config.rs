@@ -181,13 +181,10 @@ impl std::fmt::Debug for WorkerConfig {
             )
             .field(
                 "redis_cluster_nodes",
-                &self.redis_cluster_nodes.as_deref().map(|nodes| {
-                    nodes
-                        .split(',')
-                        .map(|n| a2a_store::redact_url(n.trim()))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                }),
+                &self
+                    .redis_cluster_nodes
+                    .as_deref()
+                    .map(a2a_store::redact_urls),
             )
             .field("redis_prefix", &self.redis_prefix)
             .field("redis_partitions", &self.redis_partitions)

@@ -22,13 +22,17 @@ fn main() -> ExitCode {
     let command = cli.chosen();
     match &command {
         Command::Serve | Command::Migrate | Command::DeadLetters(_) => {}
-        Command::Healthcheck { live } => {
-            let path = if *live { "/healthz" } else { "/readyz" };
+        Command::Healthcheck(probe) => {
             let listen = std::env::var("A2A_WORKER_LISTEN")
                 .ok()
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| "127.0.0.1:9090".into());
-            return a2a_process::healthcheck::run("a2a-worker", "A2A_WORKER_LISTEN", &listen, path);
+            return a2a_process::healthcheck::run(
+                "a2a-worker",
+                "A2A_WORKER_LISTEN",
+                &listen,
+                probe.path(),
+            );
         }
         Command::Keygen => {
             return match a2a_worker::keygen::es256_pem() {

@@ -3,9 +3,14 @@
 //! fills) and answers the [`Principal`] that owns the request's tasks, or why not.
 //!
 //! Credentials are never logged and never echoed in an error.
+//!
+//! Here: the [`Authenticator`] and the requirements it enforces; `schemes.rs` checks one
+//! scheme's credential, `principal.rs` names the owner a credential proves.
 
 pub mod config;
 pub mod jwt;
+mod principal;
+mod schemes;
 mod token_cache;
 
 use std::collections::{BTreeMap, HashMap};
@@ -15,12 +20,13 @@ use a2a_types::A2aError;
 use a2a_types::string_list::StringList;
 use a2a_types::v1::security_scheme::Scheme as CardScheme;
 use a2a_types::v1::{SecurityRequirement, SecurityScheme};
-use axum::http::{HeaderMap, HeaderValue, header};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
+use axum::http::{HeaderMap, HeaderValue};
 
 pub use config::AuthConfig;
 use jwt::{JwtVerifier, missing_scopes};
+use principal::set_owner;
+pub use principal::{KeySource, api_key_principal, mtls_principal};
+use schemes::{Identity, Location, Scheme, api_key_scheme, check};
 
 /// Where a request carries its credentials. HTTP fills both; gRPC metadata becomes `headers`.
 /// `client_cert` is the connection's verified client certificate (TLS with a client CA).
@@ -94,36 +100,6 @@ pub struct Rejection {
     pub challenge: Option<HeaderValue>,
     /// Why, as a metrics label: `missing_credentials`, `invalid_token` or `insufficient_scope`.
     pub reason: &'static str,
-}
-
-enum Location {
-    Header(header::HeaderName),
-    Query(String),
-    Cookie(String),
-}
-
-enum Scheme {
-    ApiKey {
-        location: Location,
-        /// The scheme's name, as [`api_key_principal`] writes it.
-        scheme: String,
-        /// (id, SHA-256 of the key).
-        keys: Vec<(String, [u8; 32])>,
-        /// Consulted when no configured key matches.
-        directory: Option<Arc<dyn KeyDirectory>>,
-    },
-    Bearer(Box<JwtVerifier>),
-    /// `mutualTLS`: a client certificate the TLS handshake verified against `[tls] client_ca`.
-    /// Without TLS and a client CA no request has one, so the scheme is never satisfied.
-    MutualTls {
-        /// The scheme's name, as [`mtls_principal`] writes it.
-        scheme: String,
-    },
-}
-
-struct Identity {
-    principal: String,
-    scopes: Vec<String>,
 }
 
 pub struct Authenticator {
@@ -418,202 +394,6 @@ fn card_sets(sets: &DeclaredRequirements) -> Vec<SecurityRequirement> {
                 .collect(),
         })
         .collect()
-}
-
-fn api_key_scheme(
-    name: &str,
-    location: &str,
-    key_name: &str,
-    s: &config::SchemeConfig,
-    directory: Option<Arc<dyn KeyDirectory>>,
-) -> Result<Scheme, String> {
-    let location = match location {
-        "header" => Location::Header(
-            header::HeaderName::from_bytes(key_name.to_ascii_lowercase().as_bytes())
-                .map_err(|_| format!("auth scheme {name}: bad header name"))?,
-        ),
-        "query" => Location::Query(key_name.to_owned()),
-        "cookie" => Location::Cookie(key_name.to_owned()),
-        other => {
-            return Err(format!(
-                "auth scheme {name}: unknown apiKey location {other}"
-            ));
-        }
-    };
-    let mut keys = Vec::new();
-    for k in &s.keys {
-        let hash: [u8; 32] = match (&k.sha256, &k.key) {
-            (Some(hex), None) => decode_hex(hex).ok_or_else(|| {
-                format!(
-                    "auth scheme {name}: key {}: sha256 is not 64 hex digits",
-                    k.id
-                )
-            })?,
-            (None, Some(key)) => Sha256::digest(key.as_bytes()).into(),
-            _ => {
-                return Err(format!(
-                    "auth scheme {name}: key {}: give exactly one of sha256, key",
-                    k.id
-                ));
-            }
-        };
-        keys.push((k.id.clone(), hash));
-    }
-    Ok(Scheme::ApiKey {
-        location,
-        scheme: name.to_owned(),
-        keys,
-        directory,
-    })
-}
-
-/// Where an API key was found: the configuration's `keys`, or the database's `api_keys`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeySource {
-    Config,
-    Db,
-}
-
-/// The owner of what an API key does: `apikey:<scheme>:<config|db>:<id>`. The scheme and the
-/// source are part of it, so two keys that share an id (one in the file, one in the database,
-/// or one per scheme) are two owners. In the scheme name `%` and `:` are percent-encoded, so
-/// the scheme ends at the third `:` and the id (which may hold anything) is the rest: no two
-/// (scheme, source, id) give one string.
-pub fn api_key_principal(scheme: &str, source: KeySource, id: &str) -> String {
-    let scheme = scheme.replace('%', "%25").replace(':', "%3A");
-    let source = match source {
-        KeySource::Config => "config",
-        KeySource::Db => "db",
-    };
-    format!("apikey:{scheme}:{source}:{id}")
-}
-
-/// The owner of what a client certificate does: `mtls:<scheme>:<subject>`, the subject as an
-/// RFC 4514 distinguished name (`CN=alice,O=Example`); when `[tls] client_ca` trusts more
-/// than one CA, `mtls:<scheme>:ca=<hex SHA-256 of the CA's SubjectPublicKeyInfo>:<subject>`,
-/// so that two CAs issuing one subject give two owners. The scheme is escaped as in
-/// [`api_key_principal`], so it ends at the second `:`; a subject never starts with `ca=`
-/// (attribute types print upper case, or as dotted numbers), so the two forms never meet.
-pub fn mtls_principal(scheme: &str, cert: &crate::tls::ClientCert) -> String {
-    let scheme = scheme.replace('%', "%25").replace(':', "%3A");
-    match &cert.ca {
-        None => format!("mtls:{scheme}:{}", cert.subject),
-        Some(ca) => format!("mtls:{scheme}:ca={ca}:{}", cert.subject),
-    }
-}
-
-/// The owner of a satisfied requirement set: the principal of its one scheme (so the owners of
-/// single-scheme configurations are what they always were), or, for an AND-set, every
-/// principal it proved, in the set's order (by scheme name), as `and:` and a JSON array of
-/// strings: `and:["apikey:app:config:web","https://idp.example|alice"]`. One person is then one
-/// owner: users who share an application key (or a client certificate) beside their own token
-/// are told apart by the token. JSON makes the list unambiguous whatever the principals hold.
-fn set_owner(principals: &[&str]) -> String {
-    match principals {
-        [one] => (*one).to_owned(),
-        all => {
-            let list = serde_json::Value::from(all.to_vec());
-            format!("and:{list}")
-        }
-    }
-}
-
-fn decode_hex(hex: &str) -> Option<[u8; 32]> {
-    let bytes = hex.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks(2).enumerate() {
-        out[i] = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
-    }
-    Some(out)
-}
-
-/// `Ok(None)`: this scheme's credential is absent; `Err`: present but wrong.
-async fn check(scheme: &Scheme, creds: Credentials<'_>) -> Result<Option<Identity>, String> {
-    match scheme {
-        Scheme::ApiKey {
-            location,
-            scheme,
-            keys,
-            directory,
-        } => {
-            let Some(presented) = api_key(location, creds) else {
-                return Ok(None);
-            };
-            let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-            // Compare against every key without stopping early, so timing says nothing.
-            let mut found = None;
-            for (id, hash) in keys {
-                if bool::from(digest.ct_eq(hash)) {
-                    found = Some(id);
-                }
-            }
-            let found = match (found, directory) {
-                (Some(id), _) => Some((KeySource::Config, id.clone())),
-                (None, Some(dir)) => dir
-                    .lookup(&digest)
-                    .await
-                    .map_err(|e| {
-                        tracing::warn!(error = %e, "cannot look up an API key");
-                        "cannot check the API key now (key store unavailable)".to_owned()
-                    })?
-                    .map(|id| (KeySource::Db, id)),
-                (None, None) => None,
-            };
-            match found {
-                Some((source, id)) => Ok(Some(Identity {
-                    principal: api_key_principal(scheme, source, &id),
-                    scopes: Vec::new(),
-                })),
-                None => Err("API key is not valid".into()),
-            }
-        }
-        Scheme::Bearer(verifier) => {
-            let Some(token) = bearer(creds.headers) else {
-                return Ok(None);
-            };
-            let v = verifier.verify(token).await?;
-            Ok(Some(Identity {
-                principal: v.principal,
-                scopes: v.scopes,
-            }))
-        }
-        // The handshake refused a certificate that does not verify; one that is here verified.
-        Scheme::MutualTls { scheme } => Ok(creds.client_cert.map(|cert| Identity {
-            principal: mtls_principal(scheme, cert),
-            scopes: Vec::new(),
-        })),
-    }
-}
-
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
-}
-
-fn api_key(location: &Location, creds: Credentials<'_>) -> Option<String> {
-    match location {
-        Location::Header(h) => creds.headers.get(h)?.to_str().ok().map(str::to_owned),
-        Location::Query(q) => url::form_urlencoded::parse(creds.query?.as_bytes())
-            .find(|(k, _)| k == q)
-            .map(|(_, v)| v.into_owned()),
-        Location::Cookie(c) => creds
-            .headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|pair| pair.trim().split_once('='))
-            .find(|(k, _)| k == c)
-            .map(|(_, v)| v.to_owned()),
-    }
-    .filter(|k| !k.is_empty())
 }
 
 #[cfg(test)]

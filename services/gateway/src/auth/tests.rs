@@ -1,5 +1,6 @@
 //! Unit tests of the authenticator: API key locations, config errors, and logs without secrets.
 use super::*;
+use axum::http::header;
 
 fn auth(toml: &str) -> Authenticator {
     let c: AuthConfig = toml::from_str(toml).unwrap();

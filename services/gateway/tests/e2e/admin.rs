@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::auth::config as auth_config;
 use crate::harness::TestGateway;
 use crate::issuer::Issuer;
+use crate::metrics::Scrape;
 use crate::upstream::{agent, script, upstream};
 use jsonwebtoken::Algorithm;
 
@@ -70,7 +71,65 @@ async fn call(
     (status, etag, body)
 }
 
-use reqwest::Method;
+/// An admin API `GET` of `path` with the admin token: (status, ETag, body).
+async fn get(gw: &TestGateway, path: &str) -> (StatusCode, String, Value) {
+    call(gw, Method::GET, path, Some(TOKEN), &[], None).await
+}
+
+/// Registers `entry` through the admin API with the admin token.
+async fn post(gw: &TestGateway, entry: Value) -> (StatusCode, String, Value) {
+    call(
+        gw,
+        Method::POST,
+        "/admin/v1/agents",
+        Some(TOKEN),
+        &[],
+        Some(entry),
+    )
+    .await
+}
+
+/// Replaces agent `name` with `entry`, under `If-Match: if_match` when given.
+async fn put(
+    gw: &TestGateway,
+    name: &str,
+    if_match: Option<&str>,
+    entry: Value,
+) -> (StatusCode, String, Value) {
+    let path = format!("/admin/v1/agents/{name}");
+    let headers: Vec<(&str, &str)> = if_match.map(|e| ("if-match", e)).into_iter().collect();
+    call(gw, Method::PUT, &path, Some(TOKEN), &headers, Some(entry)).await
+}
+
+/// Removes agent `name`, under `If-Match: if_match` when given.
+async fn delete(
+    gw: &TestGateway,
+    name: &str,
+    if_match: Option<&str>,
+) -> (StatusCode, String, Value) {
+    let path = format!("/admin/v1/agents/{name}");
+    let headers: Vec<(&str, &str)> = if_match.map(|e| ("if-match", e)).into_iter().collect();
+    call(gw, Method::DELETE, &path, Some(TOKEN), &headers, None).await
+}
+
+/// Sends to agent `billing` through `gw` until the answer has `outcome` (`result` or `error`),
+/// failing with `what` after 2 s: how long a change on one replica may take to reach another.
+async fn within_2s(gw: &TestGateway, outcome: &str, what: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let resp = gw
+            .rpc(
+                "SendMessage",
+                script("billing", json!({"chunks": 1}), json!({})),
+            )
+            .await;
+        if resp.get(outcome).is_some() {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(2), "{what}: {resp}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
 
 #[tokio::test]
 async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
@@ -104,13 +163,9 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
     assert!(before.get("error").is_some(), "{before}");
 
     // Create: 201, an ETag, the card fetched, then routed to.
-    let (status, etag, body) = call(
+    let (status, etag, body) = post(
         &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1})),
+        json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1}),
     )
     .await;
     assert_eq!(status, 201, "{body}");
@@ -141,7 +196,7 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
             .contains("/agents/billing/.well-known/agent-card.json"),
         "{catalog}"
     );
-    let (_, _, list) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    let (_, _, list) = get(&gw, "/admin/v1/agents").await;
     let names: Vec<(&str, &str)> = list["agents"]
         .as_array()
         .unwrap()
@@ -152,15 +207,7 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
     assert!(names.contains(&("billing", "api")), "{list}");
 
     // Creating it again: 409. A file agent cannot be changed: 409.
-    let (status, _, _) = call(
-        &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(json!({"name": "billing", "card_url": up.url("")})),
-    )
-    .await;
+    let (status, _, _) = post(&gw, json!({"name": "billing", "card_url": up.url("")})).await;
     assert_eq!(status, 409);
     for method in [Method::PUT, Method::DELETE] {
         let (status, _, body) = call(
@@ -175,62 +222,22 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
         assert_eq!(status, 409, "{body}");
     }
     // Invalid entries: 422 with the [[agents]] validation's message.
-    let (status, _, body) = call(
-        &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(json!({"name": "bad name", "card_url": up.url("")})),
-    )
-    .await;
+    let (status, _, body) = post(&gw, json!({"name": "bad name", "card_url": up.url("")})).await;
     assert_eq!(status, 422, "{body}");
     // A card nobody serves: refused, nothing registered.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let silent_url = format!("http://{}", silent.local_addr().unwrap());
     drop(silent);
-    let (status, _, body) = call(
-        &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(json!({"name": "ghost", "card_url": silent_url})),
-    )
-    .await;
+    let (status, _, body) = post(&gw, json!({"name": "ghost", "card_url": silent_url})).await;
     assert_eq!(status, 422, "{body}");
-    let (status, _, _) = call(
-        &gw,
-        Method::GET,
-        "/admin/v1/agents/ghost",
-        Some(TOKEN),
-        &[],
-        None,
-    )
-    .await;
+    let (status, _, _) = get(&gw, "/admin/v1/agents/ghost").await;
     assert_eq!(status, 404);
 
     // Replace with a stale ETag: 412; with the current one: moved to the other upstream.
     let replacement = json!({"card_url": other.url(""), "health_interval_secs": 1});
-    let (status, _, _) = call(
-        &gw,
-        Method::PUT,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[("if-match", "\"stale\"")],
-        Some(replacement.clone()),
-    )
-    .await;
+    let (status, _, _) = put(&gw, "billing", Some("\"stale\""), replacement.clone()).await;
     assert_eq!(status, 412);
-    let (status, new_etag, body) = call(
-        &gw,
-        Method::PUT,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[("if-match", &etag)],
-        Some(replacement),
-    )
-    .await;
+    let (status, new_etag, body) = put(&gw, "billing", Some(&etag), replacement).await;
     assert_eq!(status, 200, "{body}");
     assert_ne!(new_etag, etag);
     let before_other = other.task_count().await;
@@ -247,25 +254,9 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
     assert_eq!(up.task_count().await, before_up, "not to the old one");
 
     // Delete with the old ETag: 412; with the new one: 204, and no longer routed to.
-    let (status, _, _) = call(
-        &gw,
-        Method::DELETE,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[("if-match", &etag)],
-        None,
-    )
-    .await;
+    let (status, _, _) = delete(&gw, "billing", Some(&etag)).await;
     assert_eq!(status, 412);
-    let (status, _, _) = call(
-        &gw,
-        Method::DELETE,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[("if-match", &new_etag)],
-        None,
-    )
-    .await;
+    let (status, _, _) = delete(&gw, "billing", Some(&new_etag)).await;
     assert_eq!(status, 204);
     tokio::time::sleep(Duration::from_millis(50)).await;
     let after = gw
@@ -276,31 +267,17 @@ async fn agents_are_created_routed_to_replaced_and_deleted_at_run_time() {
         .await;
     assert!(after.get("error").is_some(), "{after}");
     assert_eq!(other.task_count().await, before_other + 1);
-    let (status, _, _) = call(
-        &gw,
-        Method::GET,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[],
-        None,
-    )
-    .await;
+    let (status, _, _) = get(&gw, "/admin/v1/agents/billing").await;
     assert_eq!(status, 404);
 }
 
 #[tokio::test]
 async fn without_an_admin_token_the_admin_api_does_not_exist() {
     let gw = TestGateway::with_admin("").await;
-    let (status, _, _) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    let (status, _, _) = get(&gw, "/admin/v1/agents").await;
     assert_eq!(status, 404);
-    // The rest of the admin listener still answers.
-    let metrics = gw
-        .client
-        .get(admin_url(&gw, "/metrics"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(metrics.status(), 200);
+    // The rest of the admin listener still answers (a scrape is a 200).
+    Scrape::take(&gw).await;
 }
 
 #[tokio::test]
@@ -362,67 +339,24 @@ async fn replicas_share_the_api_agents_through_postgres() {
     let a = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
     let b = TestGateway::replica_with_env("", db.url(), &redis, &env).await;
 
-    let (status, etag, body) = call(
+    let (status, etag, body) = post(
         &a,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1})),
+        json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1}),
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    let registered = std::time::Instant::now();
     // Routed through B within 2 s of the registration on A.
-    loop {
-        let resp = b
-            .rpc(
-                "SendMessage",
-                script("billing", json!({"chunks": 1}), json!({})),
-            )
-            .await;
-        if resp.get("result").is_some() {
-            break;
-        }
-        assert!(
-            registered.elapsed() < Duration::from_secs(2),
-            "not routed on B within 2 s: {resp}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    within_2s(&b, "result", "not routed on B within 2 s").await;
     // B sees the same entry and ETag.
-    let (status, b_etag, _) = call(
-        &b,
-        Method::GET,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[],
-        None,
-    )
-    .await;
+    let (status, b_etag, _) = get(&b, "/admin/v1/agents/billing").await;
     assert_eq!(status, 200);
     assert_eq!(b_etag, etag);
 
     // Concurrent updates with the same If-Match: one wins, the other gets 412.
     let update = |gw: &'static str| json!({"card_url": up.url(""), "health_interval_secs": 1, "weight": if gw == "a" { 2.0 } else { 3.0 }});
-    let if_match = [("if-match", etag.as_str())];
     let (ra, rb) = tokio::join!(
-        call(
-            &a,
-            Method::PUT,
-            "/admin/v1/agents/billing",
-            Some(TOKEN),
-            &if_match,
-            Some(update("a"))
-        ),
-        call(
-            &b,
-            Method::PUT,
-            "/admin/v1/agents/billing",
-            Some(TOKEN),
-            &if_match,
-            Some(update("b"))
-        ),
+        put(&a, "billing", Some(&etag), update("a")),
+        put(&b, "billing", Some(&etag), update("b")),
     );
     let mut statuses = [ra.0.as_u16(), rb.0.as_u16()];
     statuses.sort();
@@ -430,33 +364,9 @@ async fn replicas_share_the_api_agents_through_postgres() {
     let winner = if ra.0 == 200 { ra.1 } else { rb.1 };
 
     // Removed on B: refused on A within 2 s.
-    let (status, _, body) = call(
-        &b,
-        Method::DELETE,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[("if-match", &winner)],
-        None,
-    )
-    .await;
+    let (status, _, body) = delete(&b, "billing", Some(&winner)).await;
     assert_eq!(status, 204, "{body}");
-    let removed = std::time::Instant::now();
-    loop {
-        let resp = a
-            .rpc(
-                "SendMessage",
-                script("billing", json!({"chunks": 1}), json!({})),
-            )
-            .await;
-        if resp.get("error").is_some() {
-            break;
-        }
-        assert!(
-            removed.elapsed() < Duration::from_secs(2),
-            "still routed on A 2 s after the removal: {resp}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    within_2s(&a, "error", "still routed on A 2 s after the removal").await;
     // Each change is in the audit table.
     let pool = sqlx::PgPool::connect(db.url()).await.unwrap();
     let actions: Vec<String> = sqlx::query_scalar("SELECT action FROM admin_audit ORDER BY id")
@@ -490,15 +400,7 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
     ] {
         let entry = json!({"name": "billing", "card_url": up.url(""), "credentials": creds,
                            "allow_insecure_credentials": true});
-        let (status, _, body) = call(
-            &gw,
-            Method::POST,
-            "/admin/v1/agents",
-            Some(TOKEN),
-            &[],
-            Some(entry),
-        )
-        .await;
+        let (status, _, body) = post(&gw, entry).await;
         assert_eq!(status, 400, "{body}");
         let message = body["error"]["message"].as_str().unwrap();
         assert!(message.starts_with(field), "{message}");
@@ -510,15 +412,7 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
     // A reference that cannot be read: 422, and nothing is registered.
     let missing = json!({"name": "billing", "card_url": up.url(""),
                          "credentials": {"api_key_env": "A2A_TEST_UNSET_VARIABLE_7d1f"}});
-    let (status, _, body) = call(
-        &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(missing),
-    )
-    .await;
+    let (status, _, body) = post(&gw, missing).await;
     assert_eq!(status, 422, "{body}");
     assert!(
         body["error"]["message"]
@@ -534,15 +428,7 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
     let entry = json!({"name": "billing", "card_url": up.url(""), "health_interval_secs": 1,
                        "credentials": {"api_key_file": file},
                        "allow_insecure_credentials": true});
-    let (status, _, body) = call(
-        &gw,
-        Method::POST,
-        "/admin/v1/agents",
-        Some(TOKEN),
-        &[],
-        Some(entry),
-    )
-    .await;
+    let (status, _, body) = post(&gw, entry).await;
     assert_eq!(status, 201, "{body}");
     let sent = gw
         .ok(
@@ -555,33 +441,18 @@ async fn the_admin_api_takes_credentials_by_reference_only() {
         "TASK_STATE_COMPLETED",
         "the upstream took the key read from the file: {sent}"
     );
-    let (_, _, shown) = call(
-        &gw,
-        Method::GET,
-        "/admin/v1/agents/billing",
-        Some(TOKEN),
-        &[],
-        None,
-    )
-    .await;
+    let (_, _, shown) = get(&gw, "/admin/v1/agents/billing").await;
     assert_eq!(shown["credentials"]["api_key_file"], json!(file), "{shown}");
-    let (_, _, listed) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    let (_, _, listed) = get(&gw, "/admin/v1/agents").await;
     for answer in [&shown, &listed] {
         assert!(!answer.to_string().contains("bob-secret"), "{answer}");
     }
     // The gauge counts it.
-    let metrics = gw
-        .client
-        .get(admin_url(&gw, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = Scrape::take(&gw).await;
     assert!(
-        metrics.contains("a2a_registered_agents{source=\"admin\"}"),
-        "{metrics}"
+        metrics.has("a2a_registered_agents", &[("source", "admin")]),
+        "{}",
+        metrics.text()
     );
     let _ = std::fs::remove_file(&file);
 }
@@ -628,7 +499,7 @@ async fn an_identity_provider_token_with_the_admin_scope_administers() {
     )
     .await;
     assert_eq!(status, 401);
-    let (status, _, _) = call(&gw, Method::GET, "/admin/v1/agents", Some(TOKEN), &[], None).await;
+    let (status, _, _) = get(&gw, "/admin/v1/agents").await;
     assert_eq!(status, 401, "no admin token is configured");
 
     let (status, _, body) = call(

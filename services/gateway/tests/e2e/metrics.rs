@@ -359,8 +359,22 @@ impl Scrape {
         self.samples(name, labels).sum()
     }
 
-    fn has(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+    /// Whether a sample of `name` whose labels include `labels` is there.
+    pub(crate) fn has(&self, name: &str, labels: &[(&str, &str)]) -> bool {
         self.samples(name, labels).next().is_some()
+    }
+
+    /// The value of `series` (name and labels, as Prometheus prints them); 0 when absent.
+    pub(crate) fn series(&self, series: &str) -> f64 {
+        self.text
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// The whole scrape, for failure messages.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
     }
 
     fn samples<'a>(

@@ -73,19 +73,7 @@ async fn eventually<T>(mut attempt: impl AsyncFnMut() -> Option<T>) -> T {
 /// The value of the counter `series` (name and labels, as Prometheus prints them) on the
 /// gateway's admin listener; 0 while it has not been recorded.
 pub(crate) async fn counter(gw: &TestGateway, series: &str) -> f64 {
-    let admin = gw.admin.expect("a gateway with an admin listener");
-    let text = gw
-        .client
-        .get(format!("http://{admin}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-        .unwrap_or(0.0)
+    crate::metrics::Scrape::take(gw).await.series(series)
 }
 
 fn hang() -> Value {

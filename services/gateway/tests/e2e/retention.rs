@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::auth::{BINDINGS, client};
 use crate::harness::{TestGateway, state};
 use crate::isolation::{OPS, run};
+use crate::metrics::Scrape;
 
 #[tokio::test]
 async fn an_expired_task_is_not_found_on_every_binding() {
@@ -69,20 +70,14 @@ async fn an_expired_task_is_not_found_on_every_binding() {
     assert!(!ids.contains(&done.as_str()), "{ids:?}");
     assert!(ids.contains(&hang.as_str()) && ids.contains(&waiting.as_str()));
 
-    let metrics = gw
-        .client
-        .get(format!("http://{}/metrics", gw.admin.unwrap()))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = Scrape::take(&gw).await;
     assert!(
-        metrics
-            .lines()
-            .any(|l| l.starts_with("a2a_retention_deleted_tasks_total{reason=\"task_ttl\"}")),
-        "{metrics}"
+        metrics.has(
+            "a2a_retention_deleted_tasks_total",
+            &[("reason", "task_ttl")]
+        ),
+        "{}",
+        metrics.text()
     );
     gw.ok("CancelTask", json!({"id": hang})).await;
 }

@@ -4,7 +4,7 @@
 //! operation's outcome ([`Call::ok`], [`Call::failed`], or [`Call::stream`] for a stream that
 //! opened).
 //! Request metrics hang here, so a new cross-cutting concern (rate limits, the server span) is
-//! added in this file rather than in each binding.
+//! added in this module rather than in each binding.
 //!
 //! Rate limits (README, Rate limits): the client IP's limit is checked before authentication
 //! (so failed-auth floods are limited too), the principal's right after it; the call costs its
@@ -19,6 +19,9 @@
 //! Metrics (README, Metrics): `a2a_requests_total{binding,method,outcome}` (outcome = the A2A
 //! ErrorInfo reason, or `ok`), `a2a_request_duration_seconds{binding,method}`,
 //! `a2a_open_streams{binding}` and `a2a_auth_failures_total{reason}`.
+//!
+//! Here: [`Call`] and admission; `call_metrics.rs` holds the per-call metric handles and the
+//! stream meters, `span.rs` the SERVER span.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -26,9 +29,7 @@ use std::net::IpAddr;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use a2a_process::metrics::Cached;
-use a2a_process::telemetry::{self, KeyValue, SpanKind, TraceSpan};
-use metrics::{Counter, Histogram};
+use a2a_process::telemetry::{self, TraceSpan};
 
 use a2a_types::{A2aError, Method};
 use axum::http::{HeaderMap, HeaderValue};
@@ -39,6 +40,12 @@ use super::{extensions_header, request_context};
 use crate::auth::{Credentials, Rejection};
 use crate::limits::Allowance;
 use crate::service::{A2aService, Dialects, EventStream, RequestContext};
+
+mod call_metrics;
+mod span;
+
+use call_metrics::{OpenStream, REQUEST_METRICS, Semconv, StreamMeter, semconv};
+use span::{grpc_code_name, server_span};
 
 /// The binding a request came in by (the `binding` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -437,184 +444,10 @@ impl Call {
     }
 }
 
-/// The request metrics of each binding × method (the `ok` counter and the latency histogram),
-/// resolved once: they are recorded on every call.
-static REQUEST_METRICS: [[Cached<(Counter, Histogram)>; Method::ALL.len() + 1]; 3] =
-    [const { [const { Cached::new() }; Method::ALL.len() + 1] }; 3];
-
-/// The A2A semantic conventions' server metrics (OpenTelemetry draft, Prometheus naming;
-/// README, Metrics) of each binding × method, each resolved once, when first recorded (so a
-/// unary method has no empty streaming series).
-#[derive(Clone, Copy)]
-enum Semconv {
-    /// A success's operation duration (failures carry `error_type` and are looked up).
-    Duration,
-    /// The JSON body of a success (the HTTP bindings').
-    BodySize,
-    /// From the request's arrival to its stream's first event.
-    FirstEvent,
-    /// SSE events a stream carried, recorded when it drops.
-    Events,
-}
-
-type Handles = [[Cached<Histogram>; Method::ALL.len() + 1]; 3];
-
-static SEMCONV_METRICS: [Handles; 4] =
-    [const { [const { [const { Cached::new() }; Method::ALL.len() + 1] }; 3] }; 4];
-
-fn semconv(which: Semconv, binding: Binding, method: usize) -> Option<&'static Histogram> {
-    let name = Method::ALL
-        .get(method)
-        .map_or(UNKNOWN_METHOD, |m| m.as_str());
-    let b = binding.protocol_binding();
-    SEMCONV_METRICS[which as usize][binding.index()][method].get(|| {
-        let metric = match which {
-            Semconv::Duration => "a2a_server_operation_duration_seconds",
-            Semconv::BodySize => "a2a_server_response_body_size_bytes",
-            Semconv::FirstEvent => "a2a_server_response_time_to_first_event_seconds",
-            Semconv::Events => "a2a_server_response_sse_events",
-        };
-        metrics::histogram!(metric, "a2a_method_name" => name, "a2a_protocol_binding" => b)
-    })
-}
-
-/// A stream's events so far and when its call started, for the streaming metrics (recorded
-/// when the stream drops: the client went away or the stream ended).
-struct StreamMeter {
-    binding: Binding,
-    method: usize,
-    started: Instant,
-    events: u64,
-}
-
-impl StreamMeter {
-    fn event(&mut self) {
-        if self.events == 0
-            && let Some(h) = semconv(Semconv::FirstEvent, self.binding, self.method)
-        {
-            h.record(self.started.elapsed().as_secs_f64());
-        }
-        self.events += 1;
-    }
-}
-
-impl Drop for StreamMeter {
-    fn drop(&mut self) {
-        // The draft counts SSE events only ("SHOULD NOT be reported otherwise"): gRPC streams
-        // are left out.
-        if self.binding != Binding::Grpc
-            && let Some(h) = semconv(Semconv::Events, self.binding, self.method)
-        {
-            h.record(self.events as f64);
-        }
-    }
-}
-
-impl Call {
-    /// The SERVER span's outcome attributes, then its end (a stream's at its opening).
-    fn end_span(&self, outcome: &'static str) {
-        let span = self.span();
-        let status = if self.binding != Binding::Grpc {
-            KeyValue::new(
-                "http.response.status_code",
-                i64::from(self.status.unwrap_or(200)),
-            )
-        } else {
-            // A failure's gRPC code was set by `failed`.
-            KeyValue::new("rpc.response.status_code", "OK")
-        };
-        if outcome == "ok" {
-            span.set_all(|| [status]);
-        } else if self.binding != Binding::Grpc {
-            span.set_all(|| {
-                [
-                    status,
-                    KeyValue::new("error.type", outcome),
-                    KeyValue::new("a2a.error.reason", outcome),
-                ]
-            });
-        } else {
-            span.set_all(|| {
-                [
-                    KeyValue::new("error.type", outcome),
-                    KeyValue::new("a2a.error.reason", outcome),
-                ]
-            });
-        }
-        span.end();
-    }
-}
-
-/// The SERVER span of one sampled call (attributes: README, Traces), named after its method,
-/// child of the caller's `traceparent` (`remote`; a new trace without one).
-fn server_span(
-    binding: Binding,
-    method: &'static str,
-    http: Option<&(Cow<'static, str>, Cow<'static, str>)>,
-    remote: &telemetry::Context,
-) -> TraceSpan {
-    let mut attributes = Vec::with_capacity(6);
-    // HTTP+JSON is an HTTP API, not an RPC protocol: it has no `rpc.system.name`.
-    match binding {
-        Binding::JsonRpc => attributes.push(KeyValue::new("rpc.system.name", "jsonrpc")),
-        Binding::Grpc => attributes.push(KeyValue::new("rpc.system.name", "grpc")),
-        Binding::Rest => {}
-    }
-    attributes.push(KeyValue::new("rpc.method", method));
-    // The A2A semantic conventions (OpenTelemetry draft): the span is named after this too.
-    attributes.push(KeyValue::new("a2a.method.name", method));
-    if let Some((m, route)) = http {
-        attributes.push(KeyValue::new("http.request.method", m.clone()));
-        attributes.push(KeyValue::new("http.route", route.clone()));
-    }
-    attributes.push(KeyValue::new("a2a.binding", binding.as_str()));
-    TraceSpan::start(method, SpanKind::Server, attributes, remote)
-}
-
-/// A gRPC status code as the OpenTelemetry conventions spell it (`NOT_FOUND`).
-fn grpc_code_name(code: tonic::Code) -> &'static str {
-    use tonic::Code;
-    match code {
-        Code::Ok => "OK",
-        Code::Cancelled => "CANCELLED",
-        Code::Unknown => "UNKNOWN",
-        Code::InvalidArgument => "INVALID_ARGUMENT",
-        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
-        Code::NotFound => "NOT_FOUND",
-        Code::AlreadyExists => "ALREADY_EXISTS",
-        Code::PermissionDenied => "PERMISSION_DENIED",
-        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
-        Code::FailedPrecondition => "FAILED_PRECONDITION",
-        Code::Aborted => "ABORTED",
-        Code::OutOfRange => "OUT_OF_RANGE",
-        Code::Unimplemented => "UNIMPLEMENTED",
-        Code::Internal => "INTERNAL",
-        Code::Unavailable => "UNAVAILABLE",
-        Code::DataLoss => "DATA_LOSS",
-        Code::Unauthenticated => "UNAUTHENTICATED",
-    }
-}
-
 impl Drop for Call {
     fn drop(&mut self) {
         if !self.recorded {
             self.record("canceled");
         }
-    }
-}
-
-/// One open stream in `a2a_open_streams{binding}`, for as long as it lives.
-struct OpenStream(Binding);
-
-impl OpenStream {
-    fn new(binding: Binding) -> Self {
-        metrics::gauge!("a2a_open_streams", "binding" => binding.as_str()).increment(1.0);
-        Self(binding)
-    }
-}
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        metrics::gauge!("a2a_open_streams", "binding" => self.0.as_str()).decrement(1.0);
     }
 }
