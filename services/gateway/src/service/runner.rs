@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use a2a_bus::BusEvent;
 use a2a_store::{
-    DispatchMark, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord, UpstreamRef,
+    DispatchMark, InlinePush, KeyRequest, NewTask, StoreError, StoredEvent, TaskChange, TaskRecord,
+    UpstreamRef,
 };
 use a2a_types::A2aError;
 use a2a_types::state::{
@@ -1073,8 +1074,11 @@ impl Runner<'_> {
             .collect()
     }
 
-    /// Creates the task (sequence 1) with the staged events after it, and registers an inline
-    /// push config.
+    /// Creates the task (sequence 1) with the staged events after it and the send's inline push
+    /// config, in one write: a task is never stored without the config its send asked for (a
+    /// replica gone between two writes would leave the task running on elsewhere, its webhook
+    /// never told). A config past its quota refuses the send: nothing is stored, and the caller
+    /// gets the quota error.
     async fn create(&mut self) -> Result<(), A2aError> {
         let req = &self.turn.request;
         let task = Task {
@@ -1092,33 +1096,13 @@ impl Runner<'_> {
         // A blocking send whose task this write settles is answered with the settled snapshot
         // (any snapshot at its sequence number is a correct start for the caller, which follows
         // from there if it is not settled after all); otherwise with the task as created.
-        let answer_settled = self.turn.blocking
-            && self.turn.push_config.is_none()
-            && self.first_tx.is_some()
-            && is_settled(self.state());
+        let answer_settled =
+            self.turn.blocking && self.first_tx.is_some() && is_settled(self.state());
         let created = (!answer_settled).then(|| task.clone());
-        // An inline push config starts its webhook at the task's current event, so it is stored
-        // before the staged events: the webhook gets the task as created and every event after.
-        let mut changes = self.take_pending();
-        let after_config = match self.turn.push_config {
-            Some(_) => std::mem::take(&mut changes),
-            None => Vec::new(),
-        };
-        let store = &self.svc.inner.store;
-        let new = NewTask {
-            upstream_key: self.turn.request.upstream_key.clone(),
-            owner: self.turn.owner.clone(),
-            agent: self.turn.agent.name().to_owned(),
-            task,
-        };
-        let (events, snapshot) = store
-            .create_with(new, changes)
-            .await
-            .map_err(|e| store_error(&req.task_id, e))?;
-        crate::metrics::committed(self.turn.agent.name(), true, &events);
-        let mut registered = Ok(());
-        if let Some(cfg) = &self.turn.push_config {
-            let cfg = TaskPushNotificationConfig {
+        let changes = self.take_pending();
+        // The config's id is fixed here, so a retry of the write stores the same config.
+        let push = self.turn.push_config.as_ref().map(|cfg| InlinePush {
+            config: TaskPushNotificationConfig {
                 tenant: String::new(),
                 id: if cfg.id.is_empty() {
                     uuid::Uuid::now_v7().to_string()
@@ -1127,21 +1111,22 @@ impl Runner<'_> {
                 },
                 task_id: req.task_id.clone(),
                 ..cfg.clone()
-            };
-            let quota = self.svc.push_quota();
-            // The config's id is fixed above, so a retry replaces what an attempt stored.
-            let dialect = self.turn.dialect;
-            registered = through_outage(&req.task_id, "the push config's write", || {
-                store.put_push_config(&self.turn.owner, cfg.clone(), dialect, quota)
-            })
-            .await
-            .0
-            .map(|_| ())
-            .map_err(|e| store_error(&req.task_id, e));
-        }
-        let last = events.len() as u64;
+            },
+            dialect: self.turn.dialect,
+            quota: self.svc.push_quota(),
+        });
+        let new = NewTask {
+            upstream_key: req.upstream_key.clone(),
+            owner: self.turn.owner.clone(),
+            agent: self.turn.agent.name().to_owned(),
+            task,
+            push,
+        };
+        let (events, snapshot) = self.create_through_outage(new, changes).await?;
+        crate::metrics::committed(self.turn.agent.name(), true, &events);
+        let last = events.last().map_or(1, |e| e.seq);
         self.svc
-            .publish(&req.task_id, events.into_iter().map(|e| (e.seq, e.event)))
+            .publish(self.task_id(), events.into_iter().map(|e| (e.seq, e.event)))
             .await;
         // The caller starts from the task as created, and the later events reach it as events;
         // or, as above, from the settled snapshot.
@@ -1150,15 +1135,58 @@ impl Runner<'_> {
             Some(task) => self.announce(task, 1),
             None => self.announce(snapshot, last),
         }
-        // The task exists: a config refused (a quota) or not stored ends it FAILED, saying why.
-        registered?;
         if let Some(ids) = self.upstream.take() {
             self.record_upstream(ids).await?;
         }
-        if !after_config.is_empty() {
-            self.commit(last, after_config).await?;
-        }
         Ok(())
+    }
+
+    /// The task's create. One with an inline push config is retried while the store is
+    /// unreachable, as the config's own write was when it came second (a send's config is not
+    /// dropped for a PostgreSQL restart); one without fails at once, as a new request does
+    /// then. A retry refused as a duplicate found its own earlier attempt, committed although
+    /// its answer was lost (the task id was minted for this send): it reads it back.
+    async fn create_through_outage(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
+        let store = &self.svc.inner.store;
+        if new.push.is_none() {
+            let created = store.create_with(new, changes).await;
+            return created.map_err(|e| store_error(self.task_id(), e));
+        }
+        let (result, retried) = through_outage(
+            self.task_id(),
+            "the task's write with its push config",
+            || store.create_with(new.clone(), changes.clone()),
+        )
+        .await;
+        match result {
+            Ok(done) => Ok(done),
+            Err(StoreError::Duplicate(_)) if retried => self.read_back(0).await,
+            Err(e) => Err(store_error(self.task_id(), e)),
+        }
+    }
+
+    /// The task's events after `after_seq` and its snapshot, as the store holds them: what a
+    /// write whose answer was lost had committed.
+    async fn read_back(&self, after_seq: u64) -> Result<(Vec<StoredEvent>, Task), A2aError> {
+        let store = &self.svc.inner.store;
+        let owner = &self.turn.owner;
+        let rec = store
+            .get(owner, self.task_id(), None)
+            .await
+            .map_err(|e| store_error(self.task_id(), e))?
+            .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
+        let mut events = store
+            .events_after(owner, self.task_id(), after_seq)
+            .await
+            .map_err(|e| store_error(self.task_id(), e))?;
+        // Read apart from the snapshot: what a later writer appended between the two reads is
+        // left to it.
+        events.retain(|e| e.seq <= rec.seq);
+        Ok((events, rec.task))
     }
 
     async fn record_upstream(&mut self, ids: UpstreamRef) -> Result<(), A2aError> {
@@ -1302,17 +1330,7 @@ impl Runner<'_> {
             Err(StoreError::Conflict { actual, .. })
                 if retried && actual == expected_seq + written =>
             {
-                let owner = &self.turn.owner;
-                let events = store
-                    .events_after(owner, self.task_id(), expected_seq)
-                    .await
-                    .map_err(|e| store_error(self.task_id(), e))?;
-                let rec = store
-                    .get(owner, self.task_id(), None)
-                    .await
-                    .map_err(|e| store_error(self.task_id(), e))?
-                    .ok_or_else(|| A2aError::task_not_found(self.task_id()))?;
-                Ok((events, rec.task))
+                self.read_back(expected_seq).await
             }
             Err(e) => Err(self.store_failure(e)),
         }
