@@ -49,14 +49,11 @@ async fn upstream_hangs_then_dies() {
 /// `kill -9` of random replicas at random moments (8 kills in about 30 s) under the steady load
 /// and a send loop with push configs: no push lost, no turn run twice upstream.
 ///
-/// Needs the outbox (branch s2-outbox): a send's task and its inline push config are two
-/// writes (`Runner::create`: `create_with`, then `put_push_config`). A replica killed between
-/// them leaves a task without its config; a survivor takes the turn over and completes it, the
-/// client's keyed retry is answered from the task, and the webhook never hears of it (seen in
-/// both runs since the follow-up fix: `the webhook got [], the log is [...]`). Enable it once the task, its inline
-/// config and the config's progress are written in one transaction.
+/// A replica killed while it creates a send's task cannot leave the task without its inline
+/// push config: the task, its config and the config's delivery progress (from the task as
+/// created) are one write (`Runner::create`, `NewTask::push`). When they were two writes, a kill
+/// between them lost the task's pushes (the webhook got nothing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs outbox: a task and its inline push config are two writes (see the comment)"]
 async fn random_kills_of_replicas_during_a_push_send_loop() {
     run_scenario_with(
         "random kills",
@@ -112,16 +109,12 @@ async fn large_payloads_on_a_small_redis() {
     .await;
 }
 
-/// One replica cut off from PostgreSQL (a black-holing proxy) for 12 s while its turns run.
-///
-/// Needs the outbox (branch s2-outbox), for the reason of the random kills above, here in its
-/// late form: the partitioned replica created a task, and its inline push config's write hung
-/// in the partition; a survivor took the turn over and completed it; when the partition healed
-/// the config's write landed, and a config's delivery progress starts at the task's current
-/// event, so the webhook got only `COMPLETED` (seen in 1 of 1 runs). Fencing held: no turn ran
-/// twice upstream, the stale runner's commits were refused.
+/// One replica cut off from PostgreSQL (a black-holing proxy) for 12 s while its turns run: a
+/// survivor takes them over, the stale runners' commits are refused (fencing), no turn runs
+/// twice upstream, no push is lost. A send's inline push config is written with its task (one
+/// transaction): when it came second, its write could hang in the partition and land after a
+/// survivor had completed the task, so the webhook got only the last event.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "needs outbox: a task and its inline push config are two writes (see the comment)"]
 async fn a_replica_partitioned_from_postgres() {
     run_scenario_with(
         "pg partition",
@@ -135,13 +128,8 @@ async fn a_replica_partitioned_from_postgres() {
     .await;
 }
 
-/// Every fault above in sequence. Its `kill -9` step can hit the window of the random kills
-/// above: a send's task and its inline push config are two writes, and a replica killed between
-/// them loses that task's pushes (2026-11-27, the merged build: 1 of 109 pushed tasks, `the
-/// webhook got []`). Enable it again with the random kills, once the task and its inline
-/// config are one transaction.
+/// Every fault above in sequence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a kill between a task's write and its inline push config's loses its pushes (see the comment)"]
 async fn every_fault_in_sequence() {
     run_scenario("all in sequence", faults::all_in_sequence).await;
 }

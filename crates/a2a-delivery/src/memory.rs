@@ -129,6 +129,7 @@ mod tests {
 
     async fn task_with_events(tasks: &MemoryTaskStore, id: &str, events: u64) {
         let new = NewTask {
+            push: None,
             upstream_key: None,
             owner: "alice".into(),
             agent: "echo".into(),

@@ -935,6 +935,7 @@ mod tests {
             a2a_types::wkt::Struct { fields }
         });
         let new = NewTask {
+            push: None,
             upstream_key: None,
             owner: "alice".into(),
             agent: "echo".into(),

@@ -110,6 +110,21 @@ pub struct NewTask {
     /// keyed send's (owner, key) digest, so a retry that mints a new task id after its key was
     /// freed or reclaimed reaches the upstream under the same key (review M7).
     pub upstream_key: Option<String>,
+    /// A push config registered by the send that creates the task (SendMessage's
+    /// `configuration.taskPushNotificationConfig`): stored in the same atomic step as the task,
+    /// with its delivery progress starting before the task as created (the webhook gets every
+    /// event), or refused with the task (neither is stored) past its quota. Written apart, a
+    /// process gone between the two writes would leave a task that runs on without its config.
+    pub push: Option<InlinePush>,
+}
+
+/// A push config stored with the task it belongs to (see [`NewTask::push`]): what
+/// [`TaskStore::put_push_config`] takes, the config's `task_id` being the new task's.
+#[derive(Debug, Clone)]
+pub struct InlinePush {
+    pub config: TaskPushNotificationConfig,
+    pub dialect: Dialect,
+    pub quota: PushQuota,
 }
 
 /// One entry of a task's event log.
@@ -322,7 +337,10 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Stores a new task (sequence 1) and applies `changes` after it, as one atomic step:
     /// returns every event (sequences 1..=1 + changes) and the snapshot after the last. A burst
-    /// of events an agent produced together costs one write instead of one each.
+    /// of events an agent produced together costs one write instead of one each. The task's
+    /// [`NewTask::push`] config is part of the same step: a config past its quota refuses the
+    /// whole create ([`StoreError::QuotaExceeded`], nothing stored). An existing id is refused
+    /// with [`StoreError::Duplicate`], whatever it holds.
     async fn create_with(
         &self,
         new: NewTask,

@@ -389,6 +389,47 @@ impl Inner {
         }
     }
 
+    /// The bound a new push config of `owner`'s task, which holds `on_task` configs, would
+    /// break (checked under the same lock as the config's insert).
+    fn push_refusal(&mut self, owner: &str, on_task: u64, quota: PushQuota) -> Option<StoreError> {
+        if quota == PushQuota::NONE {
+            return None;
+        }
+        let of_owner = self.push_configs_of(owner);
+        quota.exceeded(on_task, of_owner)
+    }
+
+    /// Stores or replaces (same id) a push config of `owner`'s task. The task's first config
+    /// starts its delivery at the event before the current one, unless the task set where
+    /// (one created with its config starts before its first event).
+    fn attach_push(
+        &mut self,
+        owner: &str,
+        config: TaskPushNotificationConfig,
+        dialect: a2a_types::Dialect,
+    ) -> StoreResult<()> {
+        let task_id = config.task_id.clone();
+        let entry = self
+            .owned_mut(owner, &task_id)
+            .ok_or_else(|| StoreError::NotFound(task_id.clone()))?;
+        let current = entry.record.seq;
+        entry.push_from.get_or_insert(current.saturating_sub(1));
+        let webhook = Webhook { config, dialect };
+        match entry
+            .push_configs
+            .iter_mut()
+            .find(|w| w.config.id == webhook.config.id)
+        {
+            Some(existing) => *existing = webhook,
+            None => entry.push_configs.push(webhook),
+        }
+        self.push_tasks
+            .entry(owner.to_owned())
+            .or_default()
+            .insert(task_id);
+        Ok(())
+    }
+
     fn owned(&self, owner: &str, task_id: &str) -> Option<&Entry> {
         self.tasks
             .get(task_id)
@@ -478,7 +519,8 @@ impl TaskStore for MemoryTaskStore {
             // The events themselves are shared with the answer (see `StoredEvent::event`).
             events: events.iter().map(|e| e.event.clone()).collect(),
             push_configs: Vec::new(),
-            push_from: None,
+            // A config stored with its task is delivered from the task as created.
+            push_from: new.push.as_ref().map(|_| 0),
             push_delivered: None,
             bytes: stored_bytes(&task),
         });
@@ -487,6 +529,13 @@ impl TaskStore for MemoryTaskStore {
             return Err(StoreError::Duplicate(task.id));
         }
         applied?;
+        // The inline config's quota is checked before anything is stored: refused, the task is
+        // not created either.
+        if let Some(push) = &new.push
+            && let Some(e) = inner.push_refusal(&entry.record.owner, 0, push.quota)
+        {
+            return Err(e);
+        }
         inner.account(&entry.record.owner, None, Some((&task, entry.bytes)));
         if terminal {
             inner.terminated(&task.id);
@@ -498,7 +547,17 @@ impl TaskStore for MemoryTaskStore {
         } else {
             inner.by_owner.insert(owner.clone(), BTreeSet::from([key]));
         }
+        let push = new.push.map(|push| (owner.clone(), push));
         inner.tasks.insert(task.id.clone(), entry);
+        if let Some((owner, push)) = push {
+            let config = TaskPushNotificationConfig {
+                task_id: task.id.clone(),
+                ..push.config
+            };
+            inner.attach_push(&owner, config, push.dialect)?;
+            // Set under the lock, before the config can be seen (see `put_push_config`).
+            self.any_push_config.store(true, Ordering::Release);
+        }
         let gone = self.enforce_bound(&mut inner);
         drop(inner);
         drop(gone);
@@ -698,34 +757,10 @@ impl TaskStore for MemoryTaskStore {
             .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
         let replacing = entry.push_configs.iter().any(|w| w.config.id == config.id);
         let on_task = entry.push_configs.len() as u64;
-        if !replacing && quota != PushQuota::NONE {
-            let of_owner = inner.push_configs_of(owner);
-            if let Some(e) = quota.exceeded(on_task, of_owner) {
-                return Err(e);
-            }
+        if !replacing && let Some(e) = inner.push_refusal(owner, on_task, quota) {
+            return Err(e);
         }
-        inner
-            .push_tasks
-            .entry(owner.to_owned())
-            .or_default()
-            .insert(config.task_id.clone());
-        let entry = inner
-            .owned_mut(owner, &config.task_id)
-            .ok_or_else(|| StoreError::NotFound(config.task_id.clone()))?;
-        let current = entry.record.seq;
-        entry.push_from.get_or_insert(current.saturating_sub(1));
-        let webhook = Webhook {
-            config: config.clone(),
-            dialect,
-        };
-        match entry
-            .push_configs
-            .iter_mut()
-            .find(|w| w.config.id == config.id)
-        {
-            Some(existing) => *existing = webhook,
-            None => entry.push_configs.push(webhook),
-        }
+        inner.attach_push(owner, config.clone(), dialect)?;
         // Set under the lock, before the config can be seen: a reader that finds it false
         // could not have found the config either.
         self.any_push_config.store(true, Ordering::Release);
@@ -929,6 +964,7 @@ mod tests {
 
     fn new_task(id: &str) -> NewTask {
         NewTask {
+            push: None,
             upstream_key: None,
             owner: "alice".into(),
             agent: "echo".into(),
@@ -1055,6 +1091,23 @@ mod tests {
         assert_eq!(store.push_targets("t").unwrap().1, 3);
         store.advance_push("gone", 1);
         assert!(store.push_targets("gone").is_none());
+    }
+
+    /// A config stored with its task is delivered from the task as created (sequence 1), even
+    /// when the create stored later events with it; a config added later starts at the event
+    /// current then.
+    #[tokio::test]
+    async fn an_inline_push_config_is_delivered_from_the_start() {
+        let store = MemoryTaskStore::new();
+        let new = crate::suite::new_task_with_push("alice", "t", "hook", crate::PushQuota::NONE);
+        let changes = vec![
+            status("t", TaskState::Working, 2),
+            status("t", TaskState::Completed, 3),
+        ];
+        store.create_with(new, changes).await.unwrap();
+        let (webhooks, from, owner) = store.push_targets("t").unwrap();
+        assert_eq!((webhooks.len(), from, owner.as_str()), (1, 0, "alice"));
+        assert_eq!(store.push_behind(10), [("t".to_owned(), 3)]);
     }
 
     /// Retention never deletes a terminal task whose push deliveries are pending (review L6):

@@ -3,11 +3,13 @@
 //! PostgreSQL store are held to exactly the same behaviour.
 
 mod bounds;
+mod inline_push;
 mod outbox;
 mod registry;
 mod retention;
 
 pub use bounds::*;
+pub use inline_push::*;
 pub use outbox::*;
 pub use registry::*;
 pub use retention::*;
@@ -35,6 +37,7 @@ macro_rules! store_conformance_suite {
             terminal_tasks_are_immutable, events_replay_in_order, history_is_trimmed,
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, push_configs_are_bounded,
+            inline_push_configs_are_stored_with_their_task,
             upstream_ids_are_kept,
             dispatch_marks_tell_queued_from_sent, stale_epochs_are_fenced,
             idempotency_keys_are_per_owner_and_first_wins,
@@ -74,6 +77,7 @@ fn message(id: &str) -> Message {
 
 fn new_task(owner: &str, id: &str, context: &str, ts_ms: i64) -> NewTask {
     NewTask {
+        push: None,
         upstream_key: None,
         owner: owner.into(),
         agent: "echo".into(),

@@ -217,6 +217,7 @@ fn chunk(artifact_id: &str, s: &str, append: bool) -> StreamResponse {
 
 fn new_task(id: &str) -> NewTask {
     NewTask {
+        push: None,
         upstream_key: None,
         owner: "alice".into(),
         agent: "scenario".into(),
@@ -461,6 +462,7 @@ async fn orphaned_tasks_are_taken_over_once() {
     assert!(a.take_over("a", lease, 10).await.unwrap().is_empty());
     for id in ["run", "done"] {
         let mut new = NewTask {
+            push: None,
             upstream_key: None,
             owner: "o".into(),
             agent: "up".into(),
@@ -728,4 +730,43 @@ async fn the_sweep_finds_tasks_behind_their_log_once() {
     let mut again: Vec<String> = again.into_iter().map(|b| b.task_id).collect();
     again.sort();
     assert_eq!(again, ["behind", "behind-done"]);
+}
+
+/// A config stored with its task starts its delivery progress before the task as created
+/// (sequence 0), even when the create stored later events with it; a config added to an
+/// existing task starts at the event before its current one.
+#[tokio::test]
+async fn an_inline_push_config_is_delivered_from_the_start() {
+    use a2a_store::suite::{new_task_with_push, status};
+    let store = TestStore::new().await;
+    let new = new_task_with_push("alice", "inline", "hook", PushQuota::NONE);
+    let changes = vec![
+        status("inline", TaskState::Working, 2),
+        status("inline", TaskState::Completed, 3),
+    ];
+    store.create_with(new, changes).await.unwrap();
+    store.create(new_task("later")).await.unwrap();
+    store
+        .append("later", 1, status("later", TaskState::Working, 2))
+        .await
+        .unwrap();
+    let cfg = TaskPushNotificationConfig {
+        task_id: "later".into(),
+        id: "hook".into(),
+        url: "https://example.com/hook".into(),
+        ..Default::default()
+    };
+    store
+        .put_push_config("alice", cfg, a2a_types::Dialect::V1, PushQuota::NONE)
+        .await
+        .unwrap();
+    let progress: Vec<(String, i64)> =
+        sqlx::query_as("SELECT task_id, delivered_seq FROM push_progress ORDER BY task_id")
+            .fetch_all(store.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        progress,
+        [("inline".to_owned(), 0), ("later".to_owned(), 1)]
+    );
 }

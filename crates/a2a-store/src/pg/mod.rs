@@ -15,7 +15,10 @@
 //!   for the task and all its new events, shared with every other create and append queued at
 //!   that moment (`write`: group commit); `append_all` adds 1 read when this process has not got the
 //!   snapshot at `expected_seq` in its cache (another process wrote last, or after a restart),
-//!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write.
+//!   and 1 read to tell Conflict/NotFound/Terminal apart when the guard refused the write. A
+//!   create with an inline push config (`NewTask::push`) is a transaction of its own instead:
+//!   the same create statement, the config's quota (owner lock and count) and the config's row
+//!   with its delivery progress (`push.rs`), 3-5 statements.
 //! - `get`, `list` (page and exact total together), `events_after`, each push-config operation:
 //!   1 statement.
 //! - `set_upstream`, `mark_dispatch`, `reclaim_key`, `release_key`, `purge_expired_keys`,
@@ -285,7 +288,13 @@ impl TaskStore for PgTaskStore {
                 .collect(),
             plan: Plan::diff(&Task::default(), &task),
         };
-        if !self.writer.create(job).await? {
+        // A task with an inline push config takes a transaction of its own instead of the
+        // group commit: the config's quota is checked, and its rows written, inside it.
+        let created = match new.push {
+            None => self.writer.create(job).await?,
+            Some(push) => push::create_with(&self.pool, &job, push).await?,
+        };
+        if !created {
             return Err(StoreError::Duplicate(task.id));
         }
         self.cache_put(&task.id, events.len() as u64, &task);

@@ -1,16 +1,19 @@
 //! Push-notification configs. Every statement joins `tasks` on (id, owner), so a config (and its
-//! credentials) is only ever read or changed through its own owner's task; one statement each.
+//! credentials) is only ever read or changed through its own owner's task; one statement each,
+//! but for a config past a quota (a transaction that counts first) and a task created with its
+//! config (one transaction: the task's batch statement, then the config's).
 
 use a2a_types::Dialect;
 use a2a_types::v1::TaskPushNotificationConfig;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sqlx::Row;
-use sqlx::postgres::PgPool;
+use sqlx::postgres::{PgConnection, PgPool};
 
+use super::batch::{self, CreateJob};
 use super::codec::{decode, encode};
 use super::db_error;
-use crate::{PushConfigPage, PushQuota, StoreError, StoreResult};
+use crate::{InlinePush, PushConfigPage, PushQuota, StoreError, StoreResult};
 
 fn internal(e: sqlx::Error) -> StoreError {
     StoreError::Internal(format!("unexpected row shape: {e}"))
@@ -31,12 +34,76 @@ pub(super) async fn put(
     quota: PushQuota,
 ) -> StoreResult<TaskPushNotificationConfig> {
     if quota == PushQuota::NONE {
-        return upsert(pool, owner, &config, dialect).await.map(|()| config);
+        return upsert(pool, owner, &config, dialect, None)
+            .await
+            .map(|()| config);
     }
     let mut tx = pool.begin().await.map_err(db_error)?;
+    put_counted(&mut tx, owner, &config, dialect, quota, None).await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(config)
+}
+
+/// Creates a task (`job`, the statement of `batch.rs` for one create) and its inline push
+/// config in one transaction, the config's quota checked inside it: either both are stored or
+/// neither is (a refusal rolls the task back). The config's delivery progress starts before the
+/// task's first event, so its webhook gets the task as created and every event after. False
+/// when the task's id exists (nothing is written).
+pub(super) async fn create_with(
+    pool: &PgPool,
+    job: &CreateJob,
+    push: InlinePush,
+) -> StoreResult<bool> {
+    let mut tx = pool.begin().await.map_err(db_error)?;
+    let outcome = batch::execute(&mut tx, &[job], &[])
+        .await
+        .map_err(db_error)?;
+    if !outcome.contains_key(&job.id) {
+        return Ok(false); // the transaction rolls back as it drops
+    }
+    let config = TaskPushNotificationConfig {
+        task_id: job.id.clone(),
+        ..push.config
+    };
+    put_counted(
+        &mut tx,
+        &job.owner,
+        &config,
+        push.dialect,
+        push.quota,
+        Some(0),
+    )
+    .await?;
+    tx.commit().await.map_err(db_error)?;
+    Ok(true)
+}
+
+/// [`upsert`] inside the caller's transaction, a new config refused past `quota`: the owner's
+/// advisory lock is held to the end of the transaction, so concurrent creations (on any
+/// replica) cannot pass the bound together.
+async fn put_counted(
+    conn: &mut PgConnection,
+    owner: &str,
+    config: &TaskPushNotificationConfig,
+    dialect: Dialect,
+    quota: PushQuota,
+    progress_from: Option<i64>,
+) -> StoreResult<()> {
+    if quota != PushQuota::NONE {
+        check_quota(&mut *conn, owner, config, quota).await?;
+    }
+    upsert(&mut *conn, owner, config, dialect, progress_from).await
+}
+
+async fn check_quota(
+    conn: &mut PgConnection,
+    owner: &str,
+    config: &TaskPushNotificationConfig,
+    quota: PushQuota,
+) -> StoreResult<()> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('a2a:push_configs:' || $1, 0))")
         .bind(owner)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await
         .map_err(db_error)?;
     // The owner's count stops at the bound: it reads at most `per_owner` index entries.
@@ -51,7 +118,7 @@ pub(super) async fn put(
         .bind(owner)
         .bind(&config.id)
         .bind(i64::try_from(quota.per_owner).unwrap_or(i64::MAX))
-        .fetch_optional(&mut *tx)
+        .fetch_optional(&mut *conn)
         .await
         .map_err(db_error)?
         .ok_or_else(|| not_found(&config.task_id))?;
@@ -59,29 +126,29 @@ pub(super) async fn put(
     let on_task: i64 = row.try_get("on_task").map_err(internal)?;
     let of_owner: i64 = row.try_get("of_owner").map_err(internal)?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
-    if !replacing && let Some(e) = quota.exceeded(count(on_task), count(of_owner)) {
-        return Err(e);
+    match quota.exceeded(count(on_task), count(of_owner)) {
+        Some(e) if !replacing => Err(e),
+        _ => Ok(()),
     }
-    upsert(&mut *tx, owner, &config, dialect).await?;
-    tx.commit().await.map_err(db_error)?;
-    Ok(config)
 }
 
+/// Stores or replaces a config. The first config of a task also starts the push worker's
+/// progress (`push_progress`, migration 0003) at `progress_from`, the sequence number delivery
+/// goes on after; by default the event before the task's current one: the webhook gets the
+/// task's state as it is now, then every later event. For a config registered with SendMessage
+/// that is the Task itself (sequence number 1: `progress_from` 0).
 async fn upsert<'c>(
     db: impl sqlx::PgExecutor<'c>,
     owner: &str,
     config: &TaskPushNotificationConfig,
     dialect: Dialect,
+    progress_from: Option<i64>,
 ) -> StoreResult<()> {
-    // The first config of a task also starts the push worker's progress (`push_progress`,
-    // migration 0003) at the task's current event: the webhook gets the task's state as it is
-    // now, then every later event. For a config registered with SendMessage that is the Task
-    // itself (sequence number 1).
     const SQL: &str = "\
         WITH t AS (SELECT id, seq FROM tasks WHERE id = $1 AND owner = $2), \
         progress AS ( \
             INSERT INTO push_progress (task_id, delivered_seq, lease_until) \
-            SELECT id, seq - 1, '-infinity' FROM t \
+            SELECT id, coalesce($6::int8, seq - 1), '-infinity' FROM t \
             ON CONFLICT (task_id) DO NOTHING) \
         INSERT INTO push_configs (task_id, id, config, owner, dialect) \
         SELECT t.id, $3, $4, $2, $5 FROM t \
@@ -94,6 +161,7 @@ async fn upsert<'c>(
         .bind(&config.id)
         .bind(encode(config))
         .bind(dialect.as_str())
+        .bind(progress_from)
         .fetch_optional(db)
         .await
         .map_err(db_error)?;

@@ -14,6 +14,7 @@ const DAY: Duration = Duration::from_secs(86_400);
 
 async fn task(store: &TestStore, id: &str, end: Option<TaskState>) {
     let new = NewTask {
+        push: None,
         upstream_key: None,
         owner: "alice".into(),
         agent: "echo".into(),
@@ -150,6 +151,7 @@ async fn owner_bytes_of_gone_connections_are_folded() {
         ..Default::default()
     };
     let new = NewTask {
+        push: None,
         upstream_key: None,
         owner: "alice".into(),
         agent: "echo".into(),

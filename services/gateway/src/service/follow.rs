@@ -145,6 +145,7 @@ mod tests {
         let store = Arc::new(MemoryTaskStore::new());
         store
             .create(NewTask {
+                push: None,
                 upstream_key: None,
                 owner: "alice".into(),
                 agent: "echo".into(),

@@ -161,6 +161,7 @@ mod tests {
         let store = MemoryTaskStore::new();
         store
             .create(NewTask {
+                push: None,
                 upstream_key: None,
                 owner: "alice".into(),
                 agent: "echo".into(),

@@ -357,30 +357,27 @@ async fn an_upstream_turn_past_its_maximum_duration_fails_and_is_canceled_upstre
     .await;
 }
 
-/// A send whose inline push config is past the owner's bound: the task it created ends FAILED
-/// saying which quota, and holds no config.
+/// A send whose inline push config is past the owner's bound is refused with the quota, and
+/// nothing of it is stored: the config's quota is checked in the same write as its task's, so
+/// the owner holds exactly the task it had.
 #[tokio::test]
-async fn an_inline_push_config_past_the_quota_fails_its_task() {
+async fn an_inline_push_config_past_the_quota_refuses_its_send() {
     let gw = TestGateway::with_config("[limits.quotas]\npush_configs_per_owner = 1").await;
     let first = gw.send_text("one").await["id"].as_str().unwrap().to_owned();
     let cfg = json!({"taskId": first, "url": "https://hooks.example.com/1"});
     gw.ok("CreateTaskPushNotificationConfig", cfg).await;
     let params = json!({"message": user_message("two"), "configuration": {
         "taskPushNotificationConfig": {"url": "https://hooks.example.com/2"}}});
-    let task = gw.ok("SendMessage", params).await["task"].clone();
-    assert_eq!(state(&task), "TASK_STATE_FAILED", "{task}");
-    assert!(
-        task.to_string().contains("push_configs_per_owner"),
-        "{task}"
-    );
-    let id = task["id"].as_str().unwrap();
-    let configs = gw
-        .ok("ListTaskPushNotificationConfigs", json!({"taskId": id}))
-        .await;
-    assert!(
-        configs["configs"].as_array().is_none_or(|c| c.is_empty()),
-        "{configs}"
-    );
+    let error = refused(&gw, "SendMessage", params).await;
+    assert_quota_error(&error, "push_configs_per_owner", 1);
+    let tasks = gw.ok("ListTasks", json!({})).await;
+    let ids: Vec<&str> = tasks["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(ids, [first.as_str()], "{tasks}");
 }
 
 /// A client that goes away gives its places back: a dropped stream (its task still running)

@@ -130,6 +130,7 @@ async fn main() -> Result<(), String> {
         };
         let first = store
             .create(NewTask {
+                push: None,
                 upstream_key: None,
                 owner: "bench".into(),
                 agent: "bench".into(),
