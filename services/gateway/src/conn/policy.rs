@@ -34,6 +34,9 @@ pub(super) struct PolicyInner {
     pub(super) handshakes: Arc<Semaphore>,
 }
 
+/// hyper's HTTP/1 header count bound when none is set (`DEFAULT_MAX_HEADERS` in its `proto::h1`).
+const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
 impl Policy {
     pub(crate) fn new(
         listener: &'static str,
@@ -101,8 +104,14 @@ impl Policy {
         let mut b = http1::Builder::new();
         b.timer(TokioTimer::new())
             .header_read_timeout(self.inner.limits.header_read_timeout())
-            .max_buf_size(self.inner.max_header_bytes)
-            .max_headers(self.inner.max_headers);
+            .max_buf_size(self.inner.max_header_bytes);
+        // hyper parses into a stack array of its default size (100) unless `max_headers` is set,
+        // and then builds and fills a vector of that size for every request head (measured: about
+        // 1.7k instructions of a 115k-instruction in-memory send); the same bound costs nothing
+        // when left to hyper's default.
+        if self.inner.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+            b.max_headers(self.inner.max_headers);
+        }
         b
     }
 
