@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use tokio::sync::MutexGuard;
+
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -18,6 +20,9 @@ use super::share::{apply, persist};
 use super::{AGENTS_PATH, AUDIT_SHOWN, Admin, MAX_AGENTS, Registered, error};
 use crate::agents::AgentRegistry;
 
+/// The agents registered through the API, locked for a change.
+type Locked<'a> = MutexGuard<'a, BTreeMap<String, Registered>>;
+
 impl Admin {
     pub(super) fn registry(&self) -> &AgentRegistry {
         self.svc.agent_registry()
@@ -25,7 +30,7 @@ impl Admin {
 
     /// The current ETag of an API-registered agent that a PUT or DELETE may change: 404 when
     /// unknown, 409 for a file or built-in agent, 412 when `If-Match` names another version.
-    pub(super) fn changeable(
+    fn changeable(
         &self,
         registered: &BTreeMap<String, Registered>,
         name: &str,
@@ -54,8 +59,23 @@ impl Admin {
         }
     }
 
+    /// The start of a PUT or DELETE of agent `name`: the caller (for the audit), the registered
+    /// agents (locked for the whole change, up to date with the shared registry) and the ETag
+    /// the change replaces; or the answer (401, 404, 409, 412).
+    async fn begin_change(
+        &self,
+        name: &str,
+        headers: &HeaderMap,
+    ) -> Result<(String, Locked<'_>, String), Response> {
+        let who = self.authenticate(headers).await?;
+        let mut registered = self.state.registered.lock().await;
+        self.refresh(&mut registered).await;
+        let expect = self.changeable(&registered, name, headers)?;
+        Ok((who, registered, expect))
+    }
+
     /// Brings this process up to date with the shared table before a change (PostgreSQL).
-    pub(super) async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
+    async fn refresh(&self, registered: &mut BTreeMap<String, Registered>) {
         if self.state.shared.get().is_some() {
             apply(&self.svc, &self.state, registered).await;
         }
@@ -220,14 +240,8 @@ pub(super) async fn replace(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let who = match admin.authenticate(&headers).await {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let mut registered = admin.state.registered.lock().await;
-    admin.refresh(&mut registered).await;
-    let expect = match admin.changeable(&registered, &name, &headers) {
-        Ok(etag) => etag,
+    let (who, mut registered, expect) = match admin.begin_change(&name, &headers).await {
+        Ok(begun) => begun,
         Err(r) => return r,
     };
     let built = match admin.build(&body, Some(&name)).await {
@@ -260,14 +274,8 @@ pub(super) async fn remove(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let who = match admin.authenticate(&headers).await {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let mut registered = admin.state.registered.lock().await;
-    admin.refresh(&mut registered).await;
-    let expect = match admin.changeable(&registered, &name, &headers) {
-        Ok(etag) => etag,
+    let (who, mut registered, expect) = match admin.begin_change(&name, &headers).await {
+        Ok(begun) => begun,
         Err(r) => return r,
     };
     if admin.registry().default_name() == name {
