@@ -79,6 +79,23 @@ async fn redis_restart_without_persistence() {
     .await;
 }
 
+/// A 3-primary Redis Cluster (each primary with a replica): `kill -9` of a primary under the
+/// steady load and a send loop with push configs, its replica promoted, the killed node started
+/// again as a replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_cluster_primary_failover() {
+    run_scenario_with(
+        "cluster failover",
+        Options {
+            redis_cluster: true,
+            ..Options::default()
+        },
+        &[(&CYCLE, CLIENTS_PER_BINDING), (&PUSH_CYCLE, 1)],
+        faults::redis_cluster_primary_failover,
+    )
+    .await;
+}
+
 /// A tarpit webhook tenant beside a healthy one: the healthy tenant's delivery p99 stays
 /// within twice its normal p99.
 ///

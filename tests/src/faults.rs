@@ -47,7 +47,7 @@ pub async fn workers_stopped_past_the_stream_cap(top: &mut Topology) {
         top.kill_worker(i);
     }
     pause(4).await;
-    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    let client = redis::Client::open(top.redis().url()).expect("the Redis URL");
     let mut conn = client
         .get_multiplexed_async_connection()
         .await
@@ -72,12 +72,12 @@ pub async fn workers_stopped_past_the_stream_cap(top: &mut Topology) {
 /// Redis restarted (AOF keeps its data), then down for 10 s: the replicas run degraded (no bus:
 /// followers poll the event log) and catch up when it is back; the workers resume the stream.
 pub async fn redis_outage(top: &mut Topology) {
-    let restart = top.redis.restart();
+    let restart = top.redis().restart();
     restart.expect("redis restarts");
     pause(3).await;
-    top.redis.terminate().expect("redis stops");
+    top.redis().terminate().expect("redis stops");
     pause(10).await;
-    top.redis.start_again().expect("redis starts again");
+    top.redis().start_again().expect("redis starts again");
 }
 
 /// PostgreSQL restarted, then down for 10 s: requests are refused as retryable (503,
@@ -157,10 +157,10 @@ pub async fn random_replica_kills(top: &mut Topology) {
 /// workers must resume (the group is recreated), and the push worker must deliver what the lost
 /// stream held from the event log.
 pub async fn redis_restart_without_persistence(top: &mut Topology) {
-    top.redis.stop().expect("redis stops");
+    top.redis().stop().expect("redis stops");
     pause(3).await;
-    top.redis.start_again().expect("redis starts again");
-    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    top.redis().start_again().expect("redis starts again");
+    let client = redis::Client::open(top.redis().url()).expect("the Redis URL");
     let mut conn = client
         .get_multiplexed_async_connection()
         .await
@@ -202,7 +202,7 @@ pub async fn partition_replica_from_postgres(top: &mut Topology) {
 /// deliver every acknowledged one. Prints Redis's memory and rejections at the end.
 pub async fn large_payloads_on_a_small_redis(top: &mut Topology) {
     pause(20).await;
-    let client = redis::Client::open(top.redis.url()).expect("the Redis URL");
+    let client = redis::Client::open(top.redis().url()).expect("the Redis URL");
     let mut conn = client
         .get_multiplexed_async_connection()
         .await
@@ -227,4 +227,63 @@ pub async fn large_payloads_on_a_small_redis(top: &mut Topology) {
             .find(|l| l.starts_with("errorstat_OOM:"))
             .unwrap_or("errorstat_OOM: none")
     );
+}
+
+/// How long the load runs on the promoted primary before the killed node comes back.
+const AFTER_PROMOTION: Duration = Duration::from_secs(8);
+
+/// On a Redis Cluster topology ([`Options::redis_cluster`]): `kill -9` of the primary serving
+/// the worker's partition 0 (every commit of a task of that partition is published there, and
+/// it serves some of the task stream groups too: the run's keys are hash-tagged per group and
+/// partition, spread over the three primaries). Its replica is promoted after the node timeout
+/// (1 s); until then commands for its slots fail (publishes are kept in the outbox and
+/// republished, followers fall back to the event log). The load runs on for
+/// [`AFTER_PROMOTION`], then the killed node is started again (empty, no persistence) and must
+/// rejoin as the promoted node's replica.
+///
+/// [`Options::redis_cluster`]: crate::topology::Options::redis_cluster
+pub async fn redis_cluster_primary_failover(top: &mut Topology) {
+    let cluster = top.redis_cluster().clone();
+    let key = a2a_bus::events_key("sys:", 0);
+    let (victim, promoted, took) = blocking(move || {
+        let victim = cluster
+            .primary_of(&key)
+            .unwrap_or_else(|e| panic!("the primary of {key}: {e}"));
+        let keys = cluster
+            .dbsize(victim)
+            .unwrap_or_else(|e| panic!("DBSIZE: {e}"));
+        assert!(
+            keys > 0,
+            "the primary {victim} of {key} holds none of the run's keys"
+        );
+        println!("kill -9 of the cluster primary on port {victim} ({keys} keys; serves {key})");
+        cluster
+            .kill(victim)
+            .unwrap_or_else(|e| panic!("killing {victim}: {e}"));
+        let killed = std::time::Instant::now();
+        let promoted = cluster
+            .wait_promoted(&key, victim, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let took = killed.elapsed();
+        let role = cluster.role(promoted).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(role, "master", "the node serving {key} now");
+        (victim, promoted, took)
+    })
+    .await;
+    println!(
+        "replica on port {promoted} promoted, cluster_state:ok, {:.1} s after the kill",
+        took.as_secs_f64()
+    );
+    tokio::time::sleep(AFTER_PROMOTION).await;
+    let cluster = top.redis_cluster().clone();
+    blocking(move || {
+        cluster
+            .restart(victim)
+            .unwrap_or_else(|e| panic!("restarting {victim}: {e}"));
+        cluster
+            .wait_replica(victim, Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+    .await;
+    println!("the killed node {victim} is back, a replica of {promoted}");
 }

@@ -1,6 +1,7 @@
 //! The deployed shape on loopback, from the real binaries: three `a2a-gateway` replicas behind
 //! haproxy (the committed `deploy/haproxy/haproxy.cfg` with only addresses and check timing
-//! rewritten), two `a2a-worker`s, a private PostgreSQL and a private Redis with AOF on, a
+//! rewritten), two `a2a-worker`s, a private PostgreSQL and a private Redis with AOF on (or a
+//! private Redis Cluster of three primaries and three replicas, [`Options::redis_cluster`]), a
 //! scripted upstream agent (an embedded `a2a-gateway` whose default agent is `scenario`, which
 //! the replicas reach as the `[[agents]]` entry `up`) and a webhook receiver.
 
@@ -10,7 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use a2a_testing::receiver::Receiver;
-use a2a_testing::{PgServer, RedisServer, TestDatabase};
+use a2a_testing::{PgServer, RedisCluster, RedisServer, TestDatabase};
 
 use crate::process::{Proc, free_ports, wait_ready};
 use crate::proxy::TcpProxy;
@@ -110,6 +111,11 @@ pub struct Options {
     pub partitionable: Option<usize>,
     /// Redis's `maxmemory` (with `noeviction`), set before anything uses it.
     pub redis_maxmemory: Option<&'static str>,
+    /// A Redis Cluster (`a2a_testing::RedisCluster`: three primaries, each with a replica, no
+    /// persistence) instead of the single Redis: every replica and worker gets
+    /// `A2A_REDIS_CLUSTER_NODES` and no `A2A_REDIS_URL`. `redis_aof` and `redis_maxmemory` are
+    /// the single Redis's and refused with it (a replica's copy is the cluster's durability).
+    pub redis_cluster: bool,
 }
 
 impl Default for Options {
@@ -118,6 +124,7 @@ impl Default for Options {
             redis_aof: true,
             partitionable: None,
             redis_maxmemory: None,
+            redis_cluster: false,
         }
     }
 }
@@ -133,7 +140,10 @@ pub struct Topology {
     pub dir: PathBuf,
     pub pg: Arc<PgServer>,
     pub db: TestDatabase,
-    pub redis: RedisServer,
+    /// The single Redis, or none on a cluster topology: see [`Self::redis`].
+    redis: Option<RedisServer>,
+    /// The Redis Cluster of a topology started with [`Options::redis_cluster`].
+    pub cluster: Option<Arc<RedisCluster>>,
     pub receiver: Receiver,
     pub upstream: Proc,
     pub upstream_port: u16,
@@ -172,19 +182,33 @@ impl Topology {
                 .expect("a private PostgreSQL"),
         );
         let db = TestDatabase::create_on(&pg).await.expect("a database");
-        let redis = tokio::task::spawn_blocking(move || {
-            if options.redis_aof {
-                RedisServer::start_with_aof()
-            } else {
-                RedisServer::start()
+        let (redis, cluster) = if options.redis_cluster {
+            assert!(
+                options.redis_aof && options.redis_maxmemory.is_none(),
+                "redis_aof: false and redis_maxmemory are options of the single Redis, not of \
+                 the cluster"
+            );
+            let cluster = tokio::task::spawn_blocking(RedisCluster::start)
+                .await
+                .unwrap()
+                .unwrap_or_else(|e| panic!("a private Redis Cluster: {e}"));
+            (None, Some(Arc::new(cluster)))
+        } else {
+            let redis = tokio::task::spawn_blocking(move || {
+                if options.redis_aof {
+                    RedisServer::start_with_aof()
+                } else {
+                    RedisServer::start()
+                }
+            })
+            .await
+            .unwrap()
+            .expect("a private redis-server");
+            if let Some(limit) = options.redis_maxmemory {
+                limit_memory(&redis, limit).await;
             }
-        })
-        .await
-        .unwrap()
-        .expect("a private redis-server");
-        if let Some(limit) = options.redis_maxmemory {
-            limit_memory(&redis, limit).await;
-        }
+            (Some(redis), None)
+        };
         let receiver = Receiver::start().await;
 
         let migrate = Command::new(bins.join("a2a-gateway"))
@@ -239,6 +263,7 @@ impl Topology {
             pg,
             db,
             redis,
+            cluster,
             receiver,
             upstream_port,
             replicas: Vec::new(),
@@ -273,6 +298,34 @@ impl Topology {
         top
     }
 
+    /// The single Redis. Faults that restart, stop or trim it refuse a cluster topology here
+    /// (the cluster's fault is `faults::redis_cluster_primary_failover`).
+    pub fn redis(&self) -> &RedisServer {
+        self.redis.as_ref().unwrap_or_else(|| {
+            panic!(
+                "this fault acts on the single Redis; the topology runs a Redis Cluster \
+                 (Options::redis_cluster)"
+            )
+        })
+    }
+
+    /// The Redis Cluster; refused (a panic saying so) on a single-Redis topology.
+    pub fn redis_cluster(&self) -> &Arc<RedisCluster> {
+        self.cluster.as_ref().unwrap_or_else(|| {
+            panic!("this fault needs a Redis Cluster topology (Options::redis_cluster)")
+        })
+    }
+
+    /// The variable and value telling a replica or worker its Redis: the single Redis's URL, or
+    /// the cluster's seed nodes (every node, so a dead one is skipped when a process starts).
+    fn redis_env(&self) -> (&'static str, String) {
+        match (&self.cluster, &self.redis) {
+            (Some(cluster), _) => ("A2A_REDIS_CLUSTER_NODES", cluster.nodes()),
+            (None, Some(redis)) => ("A2A_REDIS_URL", redis.url()),
+            (None, None) => unreachable!("a topology has a Redis or a cluster"),
+        }
+    }
+
     /// The balancer's base URL.
     pub fn lb(&self) -> String {
         format!("http://127.0.0.1:{}", self.lb_port)
@@ -288,12 +341,13 @@ impl Topology {
             ),
             _ => self.db.url().to_owned(),
         };
+        let (redis_var, redis_value) = self.redis_env();
         let mut cmd = Command::new(bin_dir().join("a2a-gateway"));
         cmd.env_clear()
             .envs(base_env())
             .env("A2A_CONFIG", &self.config)
             .env("A2A_DATABASE_URL", db_url)
-            .env("A2A_REDIS_URL", self.redis.url())
+            .env(redis_var, &redis_value)
             .env("A2A_REDIS_PREFIX", "sys:")
             .env("A2A_LISTEN", format!("127.0.0.1:{}", ports.public))
             .env("A2A_ADMIN_LISTEN", format!("127.0.0.1:{}", ports.admin))
@@ -312,11 +366,12 @@ impl Topology {
     }
 
     fn spawn_worker(&self, i: usize) -> Proc {
+        let (redis_var, redis_value) = self.redis_env();
         let mut cmd = Command::new(bin_dir().join("a2a-worker"));
         cmd.env_clear()
             .envs(base_env())
             .env("A2A_DATABASE_URL", self.db.url())
-            .env("A2A_REDIS_URL", self.redis.url())
+            .env(redis_var, &redis_value)
             .env("A2A_REDIS_PREFIX", "sys:")
             .env("A2A_PUBLIC_URL", self.lb())
             .env("A2A_PUSH_ALLOWED_HOSTS", "127.0.0.1")

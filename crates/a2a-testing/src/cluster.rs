@@ -87,25 +87,9 @@ impl RedisCluster {
             root,
             nodes: Vec::new(),
         };
-        let bin = std::env::var("A2A_TEST_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
         for _ in 0..NODES {
             let port = free_cluster_port(&cluster.nodes)?;
-            let dir = cluster.root.join(port.to_string());
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-            let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--cluster-enabled", "yes"])
-                .args(["--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
-                // A replica takes over however long ago it last heard from its primary.
-                .args(["--cluster-replica-validity-factor", "0"])
-                .args(["--save", "", "--appendonly", "no"])
-                .current_dir(&dir)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .map_err(|e| format!("{bin} cannot be started: {e}"))?;
+            let child = cluster.spawn_node(port)?;
             // Pushed at once: a failure below stops what was started (drop).
             cluster.nodes.push(Node {
                 port,
@@ -137,6 +121,30 @@ impl RedisCluster {
         }
         cluster.wait_healthy(Duration::from_secs(30))?;
         Ok(cluster)
+    }
+
+    /// Starts the node on `port` in its own directory. Its `nodes.conf` there (the cluster's
+    /// view, written by the node itself whatever the persistence) is what lets a killed node
+    /// started again rejoin under its old identity. Its log is `redis.log` there.
+    fn spawn_node(&self, port: u16) -> Result<Child, String> {
+        let bin = std::env::var("A2A_TEST_REDIS_BIN").unwrap_or_else(|_| "redis-server".into());
+        let dir = self.root.join(port.to_string());
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Command::new(&bin)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--cluster-enabled", "yes"])
+            .args(["--cluster-config-file", "nodes.conf"])
+            .args(["--cluster-node-timeout", &NODE_TIMEOUT_MS.to_string()])
+            // A replica takes over however long ago it last heard from its primary.
+            .args(["--cluster-replica-validity-factor", "0"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--logfile", "redis.log"])
+            .current_dir(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{bin} cannot be started: {e}"))
     }
 
     /// `redis://127.0.0.1:<port>,...`, every node: the value for `A2A_REDIS_CLUSTER_NODES`.
@@ -241,6 +249,65 @@ impl RedisCluster {
             let _ = c.wait();
         }
         Ok(())
+    }
+
+    /// Starts the node on `port` again after [`Self::kill`] (empty: no persistence). It rejoins
+    /// the cluster under its old identity and, its slots having moved to its promoted replica
+    /// (a newer configuration epoch), becomes that node's replica; see [`Self::wait_replica`].
+    pub fn restart(&self, port: u16) -> Result<(), String> {
+        let node = self
+            .nodes
+            .iter()
+            .find(|n| n.port == port)
+            .ok_or_else(|| format!("no node on {port}"))?;
+        let mut child = node.child.lock().map_err(|_| "lock poisoned".to_owned())?;
+        if let Some(c) = child.as_mut()
+            && c.try_wait().ok().flatten().is_none()
+        {
+            return Err(format!("node {port} is still running"));
+        }
+        *child = Some(self.spawn_node(port)?);
+        drop(child);
+        wait_listening(port)
+    }
+
+    /// The node's `role` from `INFO replication`: `master` or `slave`.
+    pub fn role(&self, port: u16) -> Result<String, String> {
+        let replication = node_command(port, &["INFO", "replication"])?;
+        replication
+            .lines()
+            .find_map(|l| l.strip_prefix("role:"))
+            .map(|r| r.trim().to_owned())
+            .ok_or_else(|| format!("node {port}: no role in INFO replication"))
+    }
+
+    /// How many keys the node on `port` holds (`DBSIZE`).
+    pub fn dbsize(&self, port: u16) -> Result<u64, String> {
+        node_command(port, &["DBSIZE"])?
+            .trim()
+            .parse()
+            .map_err(|e| format!("node {port}: DBSIZE: {e}"))
+    }
+
+    /// Waits until the node on `port` is a replica whose link to its primary is up, and every
+    /// running node is ok.
+    pub fn wait_replica(&self, port: u16, within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let synced = node_command(port, &["INFO", "replication"])
+                .is_ok_and(|r| r.contains("role:slave") && r.contains("master_link_status:up"));
+            if synced && self.health().is_ok() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "node {port} is not a synchronised replica after {within:?}: role {:?}, {:?}",
+                    self.role(port),
+                    self.health()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Waits until a primary other than `old` serves `key` and the running nodes are ok.
