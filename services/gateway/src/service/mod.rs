@@ -154,12 +154,8 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
-    /// The admin API's agents (`crate::admin`), made when first asked for.
-    admin: std::sync::OnceLock<Arc<crate::admin::AdminState>>,
     /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
     push_policy: a2a_push::AddressPolicy,
-    /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
-    jwks: bytes::Bytes,
     /// The followers' safety net for lost publishes.
     watch: watch::Watch,
     /// `[limits.rate]`; `None` when no limit is set.
@@ -196,9 +192,6 @@ impl A2aService {
         );
         let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
             .expect("[push] allowed_hosts was validated when the config was loaded");
-        let jwks = serde_json::to_vec(&config.push.keys.jwks())
-            .expect("a JWKS serializes")
-            .into();
         let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
         let svc = Self {
             inner: Arc::new(Inner {
@@ -214,9 +207,7 @@ impl A2aService {
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
-                admin: std::sync::OnceLock::new(),
                 push_policy,
-                jwks,
                 watch: watch::Watch::default(),
                 rate,
                 lease: takeover::LeaseClock::default(),
@@ -326,11 +317,6 @@ impl A2aService {
         Duration::from_secs(self.inner.config.limits.keep_alive_secs.max(1))
     }
 
-    /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
-    pub fn jwks(&self) -> bytes::Bytes {
-        self.inner.jwks.clone()
-    }
-
     /// Whether `[auth]` is configured (callers are authenticated).
     pub fn auth_enabled(&self) -> bool {
         self.inner.auth.is_some()
@@ -349,12 +335,6 @@ impl A2aService {
     /// The agents this gateway routes to (the admin API adds and removes upstream ones).
     pub fn agent_registry(&self) -> &AgentRegistry {
         &self.inner.agents
-    }
-
-    /// The admin API's state (the agents registered through it), shared by the admin routes
-    /// and the PostgreSQL sync.
-    pub fn admin_state(&self) -> &Arc<crate::admin::AdminState> {
-        self.inner.admin.get_or_init(Default::default)
     }
 
     /// The configuration file's settings (as the gateway started with them).
@@ -420,7 +400,8 @@ impl A2aService {
     }
 
     /// Sets the gauges that describe state rather than events (read at each scrape): upstream
-    /// health and queue depth by agent, and the PostgreSQL pool.
+    /// health and queue depth by agent, and the PostgreSQL pool. The registered agents' gauge
+    /// is the application context's (`crate::gateway`), which holds the admin API's state.
     pub fn record_gauges(&self) {
         for agent in self.inner.agents.iter() {
             let Some(status) = agent.status() else {
@@ -431,11 +412,6 @@ impl A2aService {
                 .set(if status.healthy { 1.0 } else { 0.0 });
             metrics::gauge!("a2a_upstream_queue_depth", "agent" => name).set(status.queued as f64);
         }
-        // The upstream agents by where they were registered (README, Metrics).
-        metrics::gauge!("a2a_registered_agents", "source" => "file")
-            .set(self.inner.config.agents.len() as f64);
-        metrics::gauge!("a2a_registered_agents", "source" => "admin")
-            .set(self.admin_state().registered_count() as f64);
         if let Some(pool) = self.inner.store.pool_stats() {
             metrics::gauge!("a2a_store_pool_connections", "state" => "in_use")
                 .set(f64::from(pool.in_use));
