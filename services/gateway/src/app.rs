@@ -113,13 +113,15 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<Gateway, St
         shutdown.clone(),
         keys,
     );
+    // Before the agents start: the cards' rebuild must see their first card change.
+    let background = svc.start_background();
     for agent in &upstream {
         agent.start(shutdown.clone());
     }
     svc.start_expiry(config.file.retention.sweep_interval, shutdown.clone());
     svc.start_outbox(config.outbox, shutdown.clone());
     crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
-    Ok(Gateway::new(svc))
+    Ok(Gateway::new(svc, background))
 }
 
 type StoreParts = (
@@ -456,6 +458,7 @@ pub async fn serve_and_drain(
         },
     }
     let left = gw.service().drain(deadline).await;
+    gw.join_background(deadline).await;
     if left > 0 {
         tracing::warn!(
             turns = left,

@@ -3,7 +3,7 @@
 //! serves it; the A2A operations never see it (house review 2026-11, §1.2: the domain service
 //! and the application context apart).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::admin::AdminState;
 use crate::service::A2aService;
@@ -16,10 +16,13 @@ pub struct Gateway {
     admin: Arc<OnceLock<Arc<AdminState>>>,
     /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
     jwks: bytes::Bytes,
+    /// The service's loops ([`A2aService::start_background`]), joined at the drain.
+    background: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl Gateway {
-    pub fn new(svc: A2aService) -> Self {
+    /// `background`: the handles of the loops `svc` was started with.
+    pub fn new(svc: A2aService, background: Vec<tokio::task::JoinHandle<()>>) -> Self {
         let jwks = serde_json::to_vec(&svc.file_config().push.keys.jwks())
             .expect("a JWKS serializes")
             .into();
@@ -27,7 +30,16 @@ impl Gateway {
             svc,
             admin: Arc::default(),
             jwks,
+            background: Arc::new(Mutex::new(background)),
         }
+    }
+
+    /// Once shutdown has begun: waits (until `deadline` at most) for the service's loops to
+    /// end. They end on the shutdown token, the control listener once no turn runs here.
+    pub async fn join_background(&self, deadline: tokio::time::Instant) {
+        let handles =
+            std::mem::take(&mut *self.background.lock().unwrap_or_else(|e| e.into_inner()));
+        let _ = tokio::time::timeout_at(deadline, futures::future::join_all(handles)).await;
     }
 
     /// The domain service the bindings call.

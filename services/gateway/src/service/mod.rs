@@ -31,6 +31,7 @@ use a2a_types::A2aError;
 use a2a_types::v1::StreamResponse;
 use futures::stream::BoxStream;
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use outbox::OutboxSettings;
@@ -193,7 +194,7 @@ impl A2aService {
         let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
             .expect("[push] allowed_hosts was validated when the config was loaded");
         let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
-        let svc = Self {
+        Self {
             inner: Arc::new(Inner {
                 store,
                 bus,
@@ -213,14 +214,23 @@ impl A2aService {
                 lease: takeover::LeaseClock::default(),
                 outbox: std::sync::OnceLock::new(),
             }),
-        };
-        svc.inner
-            .watch
-            .run(svc.inner.store.clone(), svc.inner.shutdown.clone());
-        svc.listen_for_control();
-        svc.sweep_expired_keys();
-        svc.rebuild_cards_on_change();
-        svc
+        }
+    }
+
+    /// Starts the service's own loops, each until shutdown: the followers' watch, other
+    /// replicas' control messages, the sweep of expired idempotency keys and the cards'
+    /// rebuild on an agent's change. Started by the caller, not by [`A2aService::new`], so
+    /// that whoever starts them keeps their handles and joins them at shutdown
+    /// (`crate::gateway::Gateway`). Must be called inside a tokio runtime.
+    pub fn start_background(&self) -> Vec<JoinHandle<()>> {
+        vec![
+            self.inner
+                .watch
+                .run(self.inner.store.clone(), self.inner.shutdown.clone()),
+            self.listen_for_control(),
+            self.sweep_expired_keys(),
+            self.rebuild_cards_on_change(),
+        ]
     }
 
     /// Starts the outbox relay (see `outbox.rs`) if the store has an outbox: the delete of the
@@ -238,7 +248,7 @@ impl A2aService {
     }
 
     /// Rebuilds the cards whenever an agent reports a card or health change, until shutdown.
-    fn rebuild_cards_on_change(&self) {
+    fn rebuild_cards_on_change(&self) -> JoinHandle<()> {
         let mut changes = self.inner.agents.changes();
         let inner = Arc::downgrade(&self.inner);
         let shutdown = self.inner.shutdown.clone();
@@ -251,7 +261,7 @@ impl A2aService {
                 let Some(inner) = inner.upgrade() else { return };
                 A2aService { inner }.rebuild_cards();
             }
-        });
+        })
     }
 
     /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
@@ -267,7 +277,7 @@ impl A2aService {
     /// Acts on control messages from other replicas (CancelTask received elsewhere for a turn
     /// running here) until the turns running here at shutdown have ended: a turn finishing
     /// during the drain can still be canceled. Must be called inside a tokio runtime.
-    fn listen_for_control(&self) {
+    fn listen_for_control(&self) -> JoinHandle<()> {
         let mut control = self.inner.bus.control();
         // Weak: the listener must not keep the service alive.
         let inner = Arc::downgrade(&self.inner);
@@ -295,7 +305,7 @@ impl A2aService {
                     turn.cancel();
                 }
             }
-        });
+        })
     }
 
     pub fn store(&self) -> &Arc<dyn TaskStore> {
