@@ -19,6 +19,7 @@ use crate::agents::AgentRegistry;
 use crate::auth::KeyDirectory;
 use crate::bindings::{card, catalogue, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
+use crate::gateway::Gateway;
 use crate::service::A2aService;
 use crate::tls::ServerTls;
 use crate::upstream::UpstreamAgent;
@@ -31,7 +32,7 @@ use crate::upstream::UpstreamAgent;
 /// in this process with the in-memory store ([`embedded_push`]), and not at all (so not
 /// declared) on PostgreSQL without Redis. Terminal tasks are deleted by the retention sweep
 /// (and, in memory, beyond `[retention] max_tasks`). Must run inside a tokio runtime.
-pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService, String> {
+pub fn build(config: &Config, shutdown: CancellationToken) -> Result<Gateway, String> {
     let mut file = config.file.clone();
     // With PostgreSQL, API keys may also live in its `api_keys` table (`a2a-gateway keys`).
     let (store, keys, in_memory): StoreParts = match &config.database_url {
@@ -112,13 +113,15 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<A2aService,
         shutdown.clone(),
         keys,
     );
+    // Before the agents start: the cards' rebuild must see their first card change.
+    let background = svc.start_background();
     for agent in &upstream {
         agent.start(shutdown.clone());
     }
     svc.start_expiry(config.file.retention.sweep_interval, shutdown.clone());
     svc.start_outbox(config.outbox, shutdown.clone());
     crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
-    Ok(svc)
+    Ok(Gateway::new(svc, background))
 }
 
 type StoreParts = (
@@ -218,11 +221,12 @@ fn upstream_agents(
 /// What `main` and the tests do after [`build`]: wait (bounded) for the first card fetch of
 /// every upstream agent, and with PostgreSQL take the dispatch lease (taking over the tasks of
 /// replicas that died).
-pub async fn start(config: &Config, svc: &A2aService) {
+pub async fn start(config: &Config, gw: &Gateway) {
+    let svc = gw.service();
     svc.wait_for_upstreams(std::time::Duration::from_secs(10))
         .await;
     if let Some(url) = &config.database_url {
-        crate::admin::share(svc, url).await;
+        crate::admin::share(svc, gw.admin_state().clone(), url).await;
     }
     if config.database_url.is_some() {
         // The schema gate, said once at start: `/readyz` answers 503 until it passes.
@@ -308,7 +312,9 @@ pub async fn migrate(config: &Config) -> Result<(), String> {
 }
 
 /// Every route, with the body limit the configuration sets.
-pub fn router(svc: A2aService) -> Router {
+pub fn router(gw: Gateway) -> Router {
+    let keys = gw.jwks();
+    let svc = gw.service().clone();
     let limit = svc.max_body_bytes();
     // gRPC shares the listener: its paths (`/lf.a2a.v1.A2AService/*`, health, reflection) never
     // collide with the HTTP ones, and tonic enforces its own message limit.
@@ -321,7 +327,7 @@ pub fn router(svc: A2aService) -> Router {
         .route(catalogue::AI_CATALOG_PATH, get(catalogue::ai_catalog))
         .route(jsonrpc::PATH, post(jsonrpc::handle))
         .route(&format!("{}/", jsonrpc::PATH), post(jsonrpc::handle))
-        .route(a2a_push::JWKS_PATH, get(jwks))
+        .route(a2a_push::JWKS_PATH, get(move || jwks(keys.clone())))
         .merge(health_routes())
         .merge(rest::routes())
         .layer(DefaultBodyLimit::max(limit))
@@ -341,23 +347,26 @@ fn health_routes() -> Router<A2aService> {
 }
 
 /// The admin listener's routes: `/metrics` (Prometheus text), `/healthz`, `/readyz`.
-pub fn admin_router(svc: A2aService) -> Router {
+pub fn admin_router(gw: Gateway) -> Router {
     let handle = crate::metrics::install();
+    let svc = gw.service().clone();
+    let admin = gw.admin_state().clone();
     Router::new()
         .route(
             "/metrics",
-            get(move |State(svc): State<A2aService>| {
+            get(move || {
                 let handle = handle.clone();
+                let gw = gw.clone();
                 async move {
                     // The gauges that are state rather than events, read now.
-                    svc.record_gauges();
+                    gw.record_gauges();
                     crate::metrics::exposition(&handle)
                 }
             }),
         )
         .merge(health_routes())
         .with_state(svc.clone())
-        .merge(crate::admin::routes(svc))
+        .merge(crate::admin::routes(svc, admin))
 }
 
 /// Serves the admin routes on `listener` until `shutdown` fires, with the public listener's
@@ -365,11 +374,11 @@ pub fn admin_router(svc: A2aService) -> Router {
 /// process's metrics recorder (once per process): until then every metric is a no-op.
 pub async fn serve_admin(
     listener: TcpListener,
-    svc: A2aService,
+    gw: Gateway,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let policy = connection_policy("admin", &svc);
-    crate::conn::serve(listener, admin_router(svc), false, None, policy, shutdown).await;
+    let policy = connection_policy("admin", gw.service());
+    crate::conn::serve(listener, admin_router(gw), false, None, policy, shutdown).await;
     Ok(())
 }
 
@@ -381,13 +390,13 @@ fn connection_policy(name: &'static str, svc: &A2aService) -> crate::conn::Polic
 }
 
 /// The public keys that verify push deliveries (`X-A2A-Push-Signature`).
-async fn jwks(State(svc): State<A2aService>) -> impl IntoResponse {
+async fn jwks(keys: bytes::Bytes) -> impl IntoResponse {
     (
         [
             (axum::http::header::CONTENT_TYPE, "application/jwk-set+json"),
             (axum::http::header::CACHE_CONTROL, "public, max-age=300"),
         ],
-        svc.jwks(),
+        keys,
     )
 }
 
@@ -424,14 +433,14 @@ async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
 pub async fn serve_and_drain(
     listener: TcpListener,
     tls: Option<ServerTls>,
-    svc: A2aService,
+    gw: Gateway,
     shutdown: CancellationToken,
     drain: std::time::Duration,
 ) -> std::io::Result<usize> {
     let serving = async {
         match tls {
-            Some(tls) => serve_tls(listener, tls, svc.clone(), shutdown.clone()).await,
-            None => serve(listener, svc.clone(), shutdown.clone()).await,
+            Some(tls) => serve_tls(listener, tls, gw.clone(), shutdown.clone()).await,
+            None => serve(listener, gw.clone(), shutdown.clone()).await,
         }
     };
     tokio::pin!(serving);
@@ -448,7 +457,8 @@ pub async fn serve_and_drain(
             Err(_) => tracing::warn!("connections still open at the drain bound are dropped"),
         },
     }
-    let left = svc.drain(deadline).await;
+    let left = gw.service().drain(deadline).await;
+    gw.join_background(deadline).await;
     if left > 0 {
         tracing::warn!(
             turns = left,
@@ -462,14 +472,14 @@ pub async fn serve_and_drain(
 /// requests finish, then this returns. Turns may still be running (see [`serve_and_drain`]).
 pub async fn serve(
     listener: TcpListener,
-    svc: A2aService,
+    gw: Gateway,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     // Each request carries its connection's peer address (`ConnectInfo`) only where a per-IP
     // rate limit keys on it: nothing else reads it, and it costs an extension per request.
-    let connect_info = svc.rate_limiter().is_some_and(|r| r.limits_ips());
-    let policy = connection_policy("public", &svc);
-    crate::conn::serve(listener, router(svc), connect_info, None, policy, shutdown).await;
+    let connect_info = gw.service().rate_limiter().is_some_and(|r| r.limits_ips());
+    let policy = connection_policy("public", gw.service());
+    crate::conn::serve(listener, router(gw), connect_info, None, policy, shutdown).await;
     Ok(())
 }
 
@@ -480,11 +490,11 @@ pub async fn serve(
 pub async fn serve_tls(
     listener: TcpListener,
     tls: ServerTls,
-    svc: A2aService,
+    gw: Gateway,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let policy = connection_policy("public", &svc);
-    crate::conn::serve(listener, router(svc), true, Some(tls), policy, shutdown).await;
+    let policy = connection_policy("public", gw.service());
+    crate::conn::serve(listener, router(gw), true, Some(tls), policy, shutdown).await;
     Ok(())
 }
 

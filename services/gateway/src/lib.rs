@@ -13,6 +13,7 @@ mod failpoints;
 pub mod fetch;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gateway;
 pub mod keys;
 pub mod limits;
 pub mod metrics;

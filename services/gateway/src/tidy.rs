@@ -18,8 +18,6 @@ const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
     ("service", "upstream"),
     // The service is built from the whole `FileConfig`: a `ServiceConfig` that `config` builds.
     ("service", "config"),
-    // The service holds the admin API's state: the application context should.
-    ("service", "admin"),
     // The panic layer answers in each binding's error shape, and the service calls its test hook.
     ("panics", "bindings"),
 ];

@@ -144,8 +144,9 @@ struct Admin {
 }
 
 /// The admin API's routes, or none when no admin token is configured (every path is then a
-/// 404, as if the API did not exist).
-pub fn routes(svc: A2aService) -> Router {
+/// 404, as if the API did not exist). `state` is the application context's
+/// (`crate::gateway::Gateway::admin_state`).
+pub fn routes(svc: A2aService, state: Arc<AdminState>) -> Router {
     let config = &svc.file_config().admin;
     let tokens = config.digests();
     let oidc = config.oidc_scheme.as_ref().and_then(|name| {
@@ -161,7 +162,6 @@ pub fn routes(svc: A2aService) -> Router {
     if tokens.is_empty() && oidc.is_none() {
         return Router::new();
     }
-    let state = svc.admin_state().clone();
     let admin = Arc::new(Admin {
         svc,
         tokens,

@@ -20,7 +20,7 @@ use crate::service::A2aService;
 /// than a Redis channel (nothing to miss across a reconnect, no Redis needed) and bounded at
 /// one tiny query per replica per second; when it moved the registry is read again (at most
 /// [`MAX_AGENTS`] entries).
-pub async fn share(svc: &A2aService, database_url: &str) {
+pub async fn share(svc: &A2aService, state: Arc<AdminState>, database_url: &str) {
     let registry = match PgAgentRegistry::connect_lazy(database_url) {
         Ok(r) => r,
         Err(e) => {
@@ -28,7 +28,6 @@ pub async fn share(svc: &A2aService, database_url: &str) {
             return;
         }
     };
-    let state = svc.admin_state().clone();
     let _ = state.shared.set(Arc::new(registry));
     sync(svc, &state).await;
     let svc = svc.clone();

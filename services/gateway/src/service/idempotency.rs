@@ -337,7 +337,7 @@ impl A2aService {
     }
 
     /// Deletes expired keys now and then until shutdown.
-    pub(super) fn sweep_expired_keys(&self) {
+    pub(super) fn sweep_expired_keys(&self) -> tokio::task::JoinHandle<()> {
         let every = Duration::from_secs(self.inner.config.idempotency.ttl_secs / 2)
             .clamp(Duration::from_secs(1), SWEEP_EVERY);
         let inner = Arc::downgrade(&self.inner);
@@ -367,7 +367,7 @@ impl A2aService {
                     }
                 }
             }
-        });
+        })
     }
 }
 

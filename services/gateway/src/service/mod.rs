@@ -31,6 +31,7 @@ use a2a_types::A2aError;
 use a2a_types::v1::StreamResponse;
 use futures::stream::BoxStream;
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use outbox::OutboxSettings;
@@ -154,12 +155,8 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
-    /// The admin API's agents (`crate::admin`), made when first asked for.
-    admin: std::sync::OnceLock<Arc<crate::admin::AdminState>>,
     /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
     push_policy: a2a_push::AddressPolicy,
-    /// The JWKS of the push signing keys, served at `a2a_push::JWKS_PATH`.
-    jwks: bytes::Bytes,
     /// The followers' safety net for lost publishes.
     watch: watch::Watch,
     /// `[limits.rate]`; `None` when no limit is set.
@@ -196,11 +193,8 @@ impl A2aService {
         );
         let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
             .expect("[push] allowed_hosts was validated when the config was loaded");
-        let jwks = serde_json::to_vec(&config.push.keys.jwks())
-            .expect("a JWKS serializes")
-            .into();
         let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
-        let svc = Self {
+        Self {
             inner: Arc::new(Inner {
                 store,
                 bus,
@@ -214,22 +208,29 @@ impl A2aService {
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
-                admin: std::sync::OnceLock::new(),
                 push_policy,
-                jwks,
                 watch: watch::Watch::default(),
                 rate,
                 lease: takeover::LeaseClock::default(),
                 outbox: std::sync::OnceLock::new(),
             }),
-        };
-        svc.inner
-            .watch
-            .run(svc.inner.store.clone(), svc.inner.shutdown.clone());
-        svc.listen_for_control();
-        svc.sweep_expired_keys();
-        svc.rebuild_cards_on_change();
-        svc
+        }
+    }
+
+    /// Starts the service's own loops, each until shutdown: the followers' watch, other
+    /// replicas' control messages, the sweep of expired idempotency keys and the cards'
+    /// rebuild on an agent's change. Started by the caller, not by [`A2aService::new`], so
+    /// that whoever starts them keeps their handles and joins them at shutdown
+    /// (`crate::gateway::Gateway`). Must be called inside a tokio runtime.
+    pub fn start_background(&self) -> Vec<JoinHandle<()>> {
+        vec![
+            self.inner
+                .watch
+                .run(self.inner.store.clone(), self.inner.shutdown.clone()),
+            self.listen_for_control(),
+            self.sweep_expired_keys(),
+            self.rebuild_cards_on_change(),
+        ]
     }
 
     /// Starts the outbox relay (see `outbox.rs`) if the store has an outbox: the delete of the
@@ -247,7 +248,7 @@ impl A2aService {
     }
 
     /// Rebuilds the cards whenever an agent reports a card or health change, until shutdown.
-    fn rebuild_cards_on_change(&self) {
+    fn rebuild_cards_on_change(&self) -> JoinHandle<()> {
         let mut changes = self.inner.agents.changes();
         let inner = Arc::downgrade(&self.inner);
         let shutdown = self.inner.shutdown.clone();
@@ -260,7 +261,7 @@ impl A2aService {
                 let Some(inner) = inner.upgrade() else { return };
                 A2aService { inner }.rebuild_cards();
             }
-        });
+        })
     }
 
     /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
@@ -276,7 +277,7 @@ impl A2aService {
     /// Acts on control messages from other replicas (CancelTask received elsewhere for a turn
     /// running here) until the turns running here at shutdown have ended: a turn finishing
     /// during the drain can still be canceled. Must be called inside a tokio runtime.
-    fn listen_for_control(&self) {
+    fn listen_for_control(&self) -> JoinHandle<()> {
         let mut control = self.inner.bus.control();
         // Weak: the listener must not keep the service alive.
         let inner = Arc::downgrade(&self.inner);
@@ -304,7 +305,7 @@ impl A2aService {
                     turn.cancel();
                 }
             }
-        });
+        })
     }
 
     pub fn store(&self) -> &Arc<dyn TaskStore> {
@@ -326,11 +327,6 @@ impl A2aService {
         Duration::from_secs(self.inner.config.limits.keep_alive_secs.max(1))
     }
 
-    /// The public push signing keys as a JWKS document (empty `keys` when none is configured).
-    pub fn jwks(&self) -> bytes::Bytes {
-        self.inner.jwks.clone()
-    }
-
     /// Whether `[auth]` is configured (callers are authenticated).
     pub fn auth_enabled(&self) -> bool {
         self.inner.auth.is_some()
@@ -349,12 +345,6 @@ impl A2aService {
     /// The agents this gateway routes to (the admin API adds and removes upstream ones).
     pub fn agent_registry(&self) -> &AgentRegistry {
         &self.inner.agents
-    }
-
-    /// The admin API's state (the agents registered through it), shared by the admin routes
-    /// and the PostgreSQL sync.
-    pub fn admin_state(&self) -> &Arc<crate::admin::AdminState> {
-        self.inner.admin.get_or_init(Default::default)
     }
 
     /// The configuration file's settings (as the gateway started with them).
@@ -420,7 +410,8 @@ impl A2aService {
     }
 
     /// Sets the gauges that describe state rather than events (read at each scrape): upstream
-    /// health and queue depth by agent, and the PostgreSQL pool.
+    /// health and queue depth by agent, and the PostgreSQL pool. The registered agents' gauge
+    /// is the application context's (`crate::gateway`), which holds the admin API's state.
     pub fn record_gauges(&self) {
         for agent in self.inner.agents.iter() {
             let Some(status) = agent.status() else {
@@ -431,11 +422,6 @@ impl A2aService {
                 .set(if status.healthy { 1.0 } else { 0.0 });
             metrics::gauge!("a2a_upstream_queue_depth", "agent" => name).set(status.queued as f64);
         }
-        // The upstream agents by where they were registered (README, Metrics).
-        metrics::gauge!("a2a_registered_agents", "source" => "file")
-            .set(self.inner.config.agents.len() as f64);
-        metrics::gauge!("a2a_registered_agents", "source" => "admin")
-            .set(self.admin_state().registered_count() as f64);
         if let Some(pool) = self.inner.store.pool_stats() {
             metrics::gauge!("a2a_store_pool_connections", "state" => "in_use")
                 .set(f64::from(pool.in_use));

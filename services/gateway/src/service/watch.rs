@@ -96,7 +96,11 @@ impl Watch {
 
     /// Checks the followed tasks every [`CHECK_INTERVAL`] until `shutdown` (or until the last
     /// handle on the registry is gone).
-    pub fn run(&self, store: Arc<dyn TaskStore>, shutdown: CancellationToken) {
+    pub fn run(
+        &self,
+        store: Arc<dyn TaskStore>,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<()> {
         let tasks = Arc::downgrade(&self.tasks);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(CHECK_INTERVAL);
@@ -110,7 +114,7 @@ impl Watch {
                     return;
                 }
             }
-        });
+        })
     }
 }
 

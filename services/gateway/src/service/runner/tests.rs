@@ -36,6 +36,8 @@ fn service(config: &str) -> (A2aService, Arc<MemoryTaskStore>) {
         CancellationToken::new(),
         None,
     );
+    // Detached, as the gateway's are until its drain: the tests never shut the service down.
+    drop(svc.start_background());
     (svc, store)
 }
 
