@@ -134,7 +134,7 @@ async fn jsonrpc_0_3_send_get_cancel_and_streams() {
     let running = ok03(
         &gw,
         "message/send",
-        json!({"message": script03(json!({"chunks": 3, "delayMs": 150})),
+        json!({"message": script03(json!({"chunks": 3, "delayMs": 300})),
                "configuration": {"blocking": false}}),
     )
     .await;
@@ -589,7 +589,7 @@ async fn one_task_in_both_dialects() {
     // Created over 1.0, followed over 0.3 (JSON-RPC and HTTP+JSON).
     let t = gw
         .scenario(
-            json!({"chunks": 3, "delayMs": 150}),
+            json!({"chunks": 3, "delayMs": 300}),
             json!({"returnImmediately": true}),
         )
         .await["task"]
@@ -717,7 +717,7 @@ async fn rest_0_3_paths() {
         Method::POST,
         "/v1/message:send",
         Some(
-            json!({"message": proto03(json!({"chunks": 3, "delayMs": 150})),
+            json!({"message": proto03(json!({"chunks": 3, "delayMs": 300})),
                     "configuration": {}}),
         ),
     )

@@ -268,7 +268,7 @@ async fn task_subscription_follows_a_running_task_to_its_final_event() {
     let gw = TestGateway::start().await;
     let (mut c, _) = clients(&gw).await;
     let id = task_of(
-        c.send_message(script(json!({"chunks": 3, "delayMs": 100}), false))
+        c.send_message(script(json!({"chunks": 3, "delayMs": 300}), false))
             .await
             .unwrap()
             .into_inner(),
@@ -302,7 +302,7 @@ async fn a_subscription_ends_with_the_final_event_of_an_interrupted_turn() {
     let (mut c, _) = clients(&gw).await;
     let id = task_of(
         c.send_message(script(
-            json!({"chunks": 3, "delayMs": 150, "end": "input-required"}),
+            json!({"chunks": 3, "delayMs": 300, "end": "input-required"}),
             false,
         ))
         .await

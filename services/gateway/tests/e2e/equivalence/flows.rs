@@ -283,7 +283,7 @@ pub(super) async fn subscribe_joins_mid_stream(env: &Env, t: &mut Trace) {
     let c = env.scenario_client();
     let mut first = c
         .send_streaming_message(wire(
-            json!({"message": script_message(json!({"chunks": 10, "delayMs": 50}))}),
+            json!({"message": script_message(json!({"chunks": 10, "delayMs": 100}))}),
         ))
         .await
         .unwrap();

@@ -196,7 +196,7 @@ async fn subscribe_follows_a_running_task_to_the_end() {
     let gw = TestGateway::start().await;
     let mut c = client(&gw).await;
     let sent = c
-        .send_message(req(script(json!({"chunks": 3, "delayMs": 100}), true)))
+        .send_message(req(script(json!({"chunks": 3, "delayMs": 300}), true)))
         .await
         .unwrap();
     let id = task_of(sent.into_inner()).id;
