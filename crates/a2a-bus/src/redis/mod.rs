@@ -657,7 +657,13 @@ impl EventBus for RedisEventBus {
             wake
         };
         if wake {
-            self.wake_reader(&shard.wake_key).await;
+            // Not awaited: the subscription's position is already fixed (`last`), so the
+            // reader reads from there whenever its next XREAD starts; the subscriber need not
+            // wait a round trip for the wake-up to reach Redis (`registry.woken` keeps it to
+            // one wake-up in flight per reader).
+            let bus = self.clone();
+            let wake_key = shard.wake_key.clone();
+            tokio::spawn(async move { bus.wake_reader(&wake_key).await });
         }
         Ok(self.subscription(task_id, sub_id, rx))
     }
