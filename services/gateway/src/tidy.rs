@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
     // The service is built from the whole `FileConfig`: a `ServiceConfig` that `config` builds.
     ("service", "config"),
-    // The panic layer answers in each binding's error shape, and the service calls its test hook.
-    ("panics", "bindings"),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;

@@ -147,7 +147,7 @@ impl A2aService {
         validate::finite_send(&req)?;
         #[cfg(feature = "test-panics")]
         if let Some(m) = &req.message {
-            crate::panics::test_panic(m, "request");
+            crate::test_panics::test_panic(m, "request");
         }
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.
