@@ -333,8 +333,8 @@ pub fn router(gw: Gateway) -> Router {
         .layer(DefaultBodyLimit::max(limit))
         .with_state(svc)
         .merge(grpc)
-        // Outermost: a handler's panic is answered in its binding's format (`panics`).
-        .layer(crate::panics::CatchPanicLayer)
+        // Outermost: a handler's panic is answered in its binding's format (`bindings::panic`).
+        .layer(crate::bindings::panic::CatchPanicLayer)
 }
 
 /// `/healthz` (the process is up) and `/readyz` (the task store answers on its dedicated

@@ -17,10 +17,11 @@ pub mod gateway;
 pub mod keys;
 pub mod limits;
 pub mod metrics;
-pub mod panics;
 pub mod retention;
 pub mod service;
 pub mod signing;
+#[cfg(feature = "test-panics")]
+mod test_panics;
 #[cfg(test)]
 mod tidy;
 pub mod tls;

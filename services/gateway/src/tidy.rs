@@ -12,14 +12,8 @@ use std::path::{Path, PathBuf};
 /// The wrong-way references that close today's cycles, `(from, to)`, each with its way out
 /// (the house review of 2026-11, §1.2).
 const KNOWN_BACK_EDGES: &[(&str, &str)] = &[
-    // The `Agent` trait names the upstream dispatch queue: move `upstream/queue.rs` to `agents`.
-    ("agents", "upstream"),
-    // The runner and takeover admit through the upstream dispatch queue: the same move.
-    ("service", "upstream"),
     // The service is built from the whole `FileConfig`: a `ServiceConfig` that `config` builds.
     ("service", "config"),
-    // The panic layer answers in each binding's error shape, and the service calls its test hook.
-    ("panics", "bindings"),
 ];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;

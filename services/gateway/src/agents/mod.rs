@@ -3,6 +3,7 @@
 //! each event into a stored, published task event, so agents never touch the store or the bus.
 
 mod echo;
+pub mod queue;
 pub mod routing;
 mod scenario;
 
@@ -170,7 +171,7 @@ pub trait Agent: Send + Sync + 'static {
     }
 
     /// The bounded, prioritised queue turns wait in; `None` = no limit.
-    fn queue(&self) -> Option<Arc<crate::upstream::queue::DispatchQueue>> {
+    fn queue(&self) -> Option<Arc<queue::DispatchQueue>> {
         None
     }
 

@@ -9,6 +9,7 @@ pub mod grpc;
 mod grpc_v03;
 pub mod jsonrpc;
 mod jsonrpc_v03;
+pub mod panic;
 pub mod pipeline;
 pub mod rate_headers;
 pub mod rest;

@@ -8,7 +8,7 @@
 //!   queue) is dispatched here, with its priority and before newer work of that priority;
 //! - one the upstream had named its task for is re-attached to that task;
 //! - one whose sending had begun, with no upstream task known: sent again under the same
-//!   `Idempotency-Key` when the upstream declares [`crate::upstream::IDEMPOTENCY_EXTENSION`]
+//!   `Idempotency-Key` when the upstream declares [`super::IDEMPOTENCY_EXTENSION`]
 //!   (it answers from the first send if that one arrived), else it ends FAILED, saying that the
 //!   outcome upstream is unknown.
 //!
@@ -25,8 +25,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::A2aService;
 use super::runner::{Resume, Turn, turns_of};
+use crate::agents::queue::Priority;
 use crate::agents::{Agent, AgentRequest};
-use crate::upstream::queue::Priority;
 
 /// Until when this replica's dispatch lease is known to hold: the start of the last round
 /// that renewed it, plus the lease term. Turns send nothing upstream while it has lapsed

@@ -2,14 +2,13 @@
 //! the built-in ones, so the task runner, the store and the bus treat both alike. It keeps the
 //! upstream's card fresh (conditional GETs honouring `ETag` and `Cache-Control`), checks its
 //! health (a heartbeat, backing off while it fails; an unhealthy agent is not routed to), bounds
-//! and prioritises what runs on it ([`queue`]) and proxies each turn ([`proxy`]) through
-//! `a2a-client` (or the 0.3 client, [`v03`]).
+//! and prioritises what runs on it (a [`DispatchQueue`]) and proxies each turn ([`proxy`])
+//! through `a2a-client` (or the 0.3 client, [`v03`]).
 
 mod card;
 mod client;
 pub mod config;
 mod proxy;
-pub mod queue;
 mod v03;
 
 use std::sync::{Arc, Mutex, RwLock};
@@ -21,11 +20,11 @@ use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::agents::queue::DispatchQueue;
 use crate::agents::{Agent, AgentEvents, AgentRequest, AgentStatus};
 use crate::signing::verify::TrustedKeys;
 pub use client::UpstreamClient;
 use config::AgentConfig;
-use queue::DispatchQueue;
 
 /// Toward an upstream that declares the gateway's own idempotency extension, every send carries
 /// a key, so a takeover can send a turn again that the replica that died was sending.

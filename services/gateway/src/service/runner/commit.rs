@@ -139,7 +139,7 @@ impl Runner<'_> {
         changes: Vec<TaskChange>,
     ) -> Result<(Task, u64), A2aError> {
         #[cfg(feature = "test-panics")]
-        crate::panics::test_panic(&self.turn.request.message, "turn");
+        crate::test_panics::test_panic(&self.turn.request.message, "turn");
         let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);

@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::idempotency::KeyHold;
 use super::quota::QuotaGuard;
+use crate::agents::queue::Priority;
 use crate::agents::{Agent, AgentRequest};
-use crate::upstream::queue::Priority;
 
 /// Events an agent may have in flight before it waits for the runner.
 const AGENT_EVENT_BUFFER: usize = 32;

@@ -20,8 +20,8 @@ use super::super::quota::Quota;
 use super::super::{A2aService, EventStream, RequestContext, SeqEvent, store_error, validate};
 use super::spawn::agent_names;
 use super::{First, Resume, SendOptions, Turn, first_answer, turns_of};
+use crate::agents::queue::Priority;
 use crate::agents::{AgentRequest, accepts};
-use crate::upstream::queue::Priority;
 
 /// What a send turns into.
 enum Prepared {
@@ -147,7 +147,7 @@ impl A2aService {
         validate::finite_send(&req)?;
         #[cfg(feature = "test-panics")]
         if let Some(m) = &req.message {
-            crate::panics::test_panic(m, "request");
+            crate::test_panics::test_panic(m, "request");
         }
         let idempotency = &self.inner.config.idempotency;
         // The fingerprint is of the request as sent, before ids are minted below.

@@ -150,10 +150,8 @@ impl Runner<'_> {
     /// its priority for a takeover; a full queue is refused before the task exists. A turn taken
     /// over is readmitted where it was: its priority, and the time its task last changed (when
     /// it was queued, for a turn never sent).
-    pub(super) async fn admit(
-        &mut self,
-    ) -> Result<Option<crate::upstream::queue::Permit>, A2aError> {
-        use crate::upstream::queue::Admission;
+    pub(super) async fn admit(&mut self) -> Result<Option<crate::agents::queue::Permit>, A2aError> {
+        use crate::agents::queue::Admission;
         let Some(queue) = self.turn.agent.queue() else {
             return Ok(None);
         };

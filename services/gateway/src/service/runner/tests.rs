@@ -19,9 +19,9 @@ use tokio_util::sync::CancellationToken;
 use super::super::quota::Quota;
 use super::super::{A2aService, RequestContext};
 use super::{Resume, Turn};
+use crate::agents::queue::Priority;
 use crate::agents::{AgentRegistry, AgentRequest, text_part};
 use crate::config::FileConfig;
-use crate::upstream::queue::Priority;
 
 const OWNER: &str = "anonymous";
 

@@ -4,6 +4,9 @@
 //! retryable error. A turn taken over from a replica that died comes back with its priority and
 //! its original arrival time ([`DispatchQueue::readmit`]): it was admitted once, so it is never
 //! refused, and it goes before newer work of its priority.
+//!
+//! It lives with the [`Agent`](super::Agent) trait, which hands it out, so the task runner and
+//! takeover admit turns through it without depending on the upstream agents that build it.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;

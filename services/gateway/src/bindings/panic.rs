@@ -40,7 +40,7 @@ impl Binding {
             return Self::Grpc;
         }
         let path = req.uri().path();
-        match path.strip_prefix(crate::bindings::jsonrpc::PATH) {
+        match path.strip_prefix(super::jsonrpc::PATH) {
             Some("" | "/") => Self::JsonRpc,
             _ => Self::Http,
         }
@@ -146,27 +146,10 @@ fn answer(binding: Binding) -> Response {
         Binding::Grpc => tonic::Status::from(&err).into_http::<axum::body::Body>(),
         Binding::JsonRpc => (
             [(header::CONTENT_TYPE, "application/json")],
-            crate::bindings::jsonrpc::error_body(&serde_json::Value::Null, &err),
+            super::jsonrpc::error_body(&serde_json::Value::Null, &err),
         )
             .into_response(),
-        Binding::Http => crate::bindings::rest::errors::response(&err),
-    }
-}
-
-/// Test only (feature `test-panics`, which this package's tests turn on): a message whose
-/// metadata has `"a2a-test-panic": "<place>"` panics at `place` (`request`: in the send's
-/// handler; `turn`: in the task runner, at a write after the task exists). Not compiled into
-/// a build without the feature.
-#[cfg(feature = "test-panics")]
-pub(crate) fn test_panic(message: &a2a_types::v1::Message, place: &str) {
-    use a2a_types::wkt::value::Kind;
-    let asked = message
-        .metadata
-        .as_ref()
-        .and_then(|m| m.fields.get("a2a-test-panic"))
-        .is_some_and(|v| matches!(&v.kind, Some(Kind::StringValue(s)) if s == place));
-    if asked {
-        panic!("test panic at {place}");
+        Binding::Http => super::rest::errors::response(&err),
     }
 }
 
