@@ -36,6 +36,17 @@ impl A2aService {
         ctx: &RequestContext,
         req: SendMessageRequest,
     ) -> Result<SendMessageResponse, A2aError> {
+        // Boxed once here: a send's state machine is the largest of the service's futures, and
+        // unboxed it would make every binding's handler future as large, which the router's
+        // layers then copy several times per request (one move of this box instead).
+        Box::pin(self.send_message_now(ctx, req)).await
+    }
+
+    async fn send_message_now(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<SendMessageResponse, A2aError> {
         let blocking = !req
             .configuration
             .as_ref()
@@ -78,6 +89,15 @@ impl A2aService {
     }
 
     pub async fn send_streaming_message(
+        &self,
+        ctx: &RequestContext,
+        req: SendMessageRequest,
+    ) -> Result<EventStream, A2aError> {
+        // Boxed for the reason `send_message` is.
+        Box::pin(self.send_streaming_message_now(ctx, req)).await
+    }
+
+    async fn send_streaming_message_now(
         &self,
         ctx: &RequestContext,
         req: SendMessageRequest,

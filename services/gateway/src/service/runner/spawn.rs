@@ -94,7 +94,8 @@ impl A2aService {
                 .is_err();
             span.end();
             if panicked {
-                svc.fail_after_panic(&task_id, &owner, epoch).await;
+                // Boxed too: inline, its state would make every turn's task larger.
+                Box::pin(svc.fail_after_panic(&task_id, &owner, epoch)).await;
             }
             svc.inner
                 .running
