@@ -48,8 +48,11 @@ pub struct MemoryTaskStore {
 struct Inner {
     /// Boxed so that growing the map moves pointers, not whole entries: the rehash happens
     /// under the write lock, and with inline entries it stalled every request for many ms.
-    tasks: HashMap<String, Box<Entry>>,
-    by_owner: HashMap<String, BTreeSet<OrderKey>>,
+    /// Hashed with foldhash here and in `by_owner` and `usage`: their keys are task ids the
+    /// gateway mints and authenticated owners, not a caller's free choice, and SipHash was a
+    /// visible share of a send's cost.
+    tasks: HashMap<String, Box<Entry>, Fast>,
+    by_owner: HashMap<String, BTreeSet<OrderKey>, Fast>,
     /// (owner, idempotency key) → the request that holds it.
     keys: HashMap<KeySlot, KeyEntry>,
     /// The keys of `keys` by the task they name, so a deleted task takes its keys along.
@@ -67,8 +70,10 @@ struct Inner {
     interrupted: BTreeSet<(i64, String)>,
     /// Per owner, what [`TaskStore::usage`] answers; an owner holding nothing is removed.
     /// *Invariant*: the sums over the owner's stored tasks (open ones, their `bytes`).
-    usage: HashMap<String, OwnerUsage>,
+    usage: HashMap<String, OwnerUsage, Fast>,
 }
+
+type Fast = foldhash::fast::RandomState;
 
 struct KeyEntry {
     held: HeldKey,

@@ -123,8 +123,9 @@ pub(crate) struct Quotas {
     /// Per owner, the units held of each [`Quota`] (indexed by [`Quota::index`]); keyed by the
     /// owner alone so that a lookup borrows the caller's `&str` (no allocation per request). An
     /// entry is removed when all its counts fall to 0, so the map holds only owners holding
-    /// something.
-    held: Mutex<HashMap<String, [u64; Quota::COUNT]>>,
+    /// something. Hashed with foldhash: owners are authenticated principals, not a
+    /// caller's free choice, and the map is touched several times per request.
+    held: Mutex<HashMap<String, [u64; Quota::COUNT], foldhash::fast::RandomState>>,
     /// What the store said each recent owner holds, plus what this process let them add since
     /// (see [`Quotas::check_stored`]); at most [`USAGE_CACHE`] owners, the least used evicted
     /// one at a time (`a2a_quota_usage_cache_entries`).
@@ -163,7 +164,7 @@ impl Quotas {
     pub(crate) fn new(config: QuotaConfig) -> Arc<Self> {
         Arc::new(Self {
             config,
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::default()),
             usage: quick_cache::sync::Cache::new(USAGE_CACHE),
         })
     }
@@ -280,7 +281,11 @@ impl Quotas {
         self.guard(quota, owner)
     }
 
-    fn add(held: &mut HashMap<String, [u64; Quota::COUNT]>, quota: Quota, owner: &str) {
+    fn add(
+        held: &mut HashMap<String, [u64; Quota::COUNT], foldhash::fast::RandomState>,
+        quota: Quota,
+        owner: &str,
+    ) {
         match held.get_mut(owner) {
             Some(counts) => counts[quota.index()] += 1,
             None => {
