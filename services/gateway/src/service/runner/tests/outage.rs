@@ -59,9 +59,14 @@ impl Follower {
         }
     }
 
-    /// The events given once the stream has ended.
+    /// The events given once the stream has ended (a stream that has not ended ten minutes
+    /// later, in paused time, never will: the test fails).
     async fn ended(mut self) -> Vec<(u64, StreamResponse)> {
-        (&mut self.end).await.unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(600), &mut self.end).await;
+        match ended {
+            Ok(joined) => joined.unwrap(),
+            Err(_) => panic!("the stream never ended; given: {:?}", self.events()),
+        }
         self.events()
     }
 }
