@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_bus::LocalEventBus;
-use a2a_store::{MemoryTaskStore, NewTask, StoredEvent, TaskChange, TaskRecord, TaskStore};
+use a2a_store::{MemoryTaskStore, NewTask, StoredEvent, TaskRecord, TaskStore};
 use a2a_types::A2aError;
 use a2a_types::state::{apply_event, is_terminal, state_of};
 use a2a_types::v1::{
@@ -24,6 +24,17 @@ use crate::agents::{AgentRegistry, AgentRequest, text_part};
 use crate::config::FileConfig;
 
 const OWNER: &str = "anonymous";
+
+/// The log of a `scenario` task of four chunks, completed (see [`kinds`]).
+const FOUR_CHUNKS_COMPLETED: [&str; 7] = [
+    "task",
+    "working",
+    "artifact",
+    "artifact",
+    "artifact",
+    "artifact",
+    "completed",
+];
 
 fn service(config: &str) -> (A2aService, Arc<MemoryTaskStore>) {
     let store = Arc::new(MemoryTaskStore::new());
@@ -104,24 +115,6 @@ fn running(svc: &A2aService) -> usize {
     svc.inner.running.lock().unwrap().len()
 }
 
-/// A status update of task `id` (context `c`).
-fn status_update(id: &str, state: TaskState) -> StreamResponse {
-    StreamResponse {
-        payload: Some(Payload::StatusUpdate(
-            a2a_types::v1::TaskStatusUpdateEvent {
-                task_id: id.into(),
-                context_id: "c".into(),
-                status: Some(TaskStatus {
-                    state: state as i32,
-                    message: None,
-                    timestamp: Some(Timestamp::now()),
-                }),
-                metadata: None,
-            },
-        )),
-    }
-}
-
 /// Stores task `id` of the `scenario` agent as a replica that died left it: created by a
 /// scripted message, then WORKING (sequence 2). The message, and the task as stored.
 async fn working_task(store: &MemoryTaskStore, id: &str) -> (Message, Task) {
@@ -148,10 +141,7 @@ async fn working_task(store: &MemoryTaskStore, id: &str) -> (Message, Task) {
         upstream_key: None,
         push: None,
     };
-    let working = TaskChange {
-        user_message: None,
-        event: status_update(id, TaskState::Working),
-    };
+    let working = a2a_store::suite::status(id, TaskState::Working, Timestamp::now().as_millis());
     let (_, snapshot) = store.create_with(new, vec![working]).await.unwrap();
     (message, snapshot)
 }
@@ -233,18 +223,7 @@ async fn events_are_committed_in_order_with_consecutive_sequence_numbers() {
     assert_eq!(state_of(&task), TaskState::Completed, "{task:?}");
     let events = store.events_after(OWNER, &task.id, 0).await.unwrap();
     assert_eq!(seqs(&events), [1, 2, 3, 4, 5, 6, 7]);
-    assert_eq!(
-        kinds(&events),
-        [
-            "task",
-            "working",
-            "artifact",
-            "artifact",
-            "artifact",
-            "artifact",
-            "completed"
-        ]
-    );
+    assert_eq!(kinds(&events), FOUR_CHUNKS_COMPLETED);
     let rec = store.get(OWNER, &task.id, None).await.unwrap().unwrap();
     assert_eq!(rec.seq, 7);
     assert_eq!(

@@ -107,10 +107,10 @@ enum Fault {
     AnswerLost,
 }
 
-/// An outage shorter than the runner's patience, or the answer of one of its commits lost: the
-/// turn waits it out, or reads its lost commit back, and goes on where it was. The task ends as
-/// the agent ended it, each event stored once, and the caller is given the whole log.
-async fn a_turn_goes_on_through(fault: Fault) {
+/// A followed streaming send (see [`streaming`]) meeting `fault` at 150 ms: the service, its
+/// store, the follower, and how many turns were running when the fault was over (the store was
+/// about to come back, or a commit had lost its answer).
+async fn streaming_through(fault: Fault) -> (A2aService, Arc<MemoryTaskStore>, Follower, usize) {
     let (svc, store) = service("");
     let follower = streaming(&svc).await;
     tokio::time::sleep(Duration::from_millis(150)).await;
@@ -118,36 +118,25 @@ async fn a_turn_goes_on_through(fault: Fault) {
         Fault::Down(outage) => {
             store.set_unavailable(true);
             tokio::time::sleep(outage).await;
-            assert_eq!(running(&svc), 1, "the turn waits for the store");
-            store.set_unavailable(false);
         }
         Fault::AnswerLost => store.lose_write_answers(1),
     }
+    let running_then = running(&svc);
+    store.set_unavailable(false);
+    (svc, store, follower, running_then)
+}
+
+/// An outage shorter than the runner's patience, or the answer of one of its commits lost: the
+/// turn waits it out, or reads its lost commit back, and goes on where it was. The task ends as
+/// the agent ended it, each event stored once, and the caller is given the whole log.
+async fn a_turn_goes_on_through(fault: Fault) {
+    let (svc, store, follower, running_then) = streaming_through(fault).await;
+    assert_eq!(running_then, 1, "{fault:?}: the turn waits for the store");
+    let task_id = follower.task_id();
     let given = follower.ended().await;
-    let task_id = match given.first() {
-        Some((
-            _,
-            StreamResponse {
-                payload: Some(Payload::Task(task)),
-            },
-        )) => task.id.clone(),
-        other => panic!("{fault:?}: no task first: {other:?}"),
-    };
     let (rec, log) = assert_consistent(&store, &task_id).await;
     assert_eq!(state_of(&rec.task), TaskState::Completed, "{fault:?}");
-    assert_eq!(
-        kinds(&log),
-        [
-            "task",
-            "working",
-            "artifact",
-            "artifact",
-            "artifact",
-            "artifact",
-            "completed"
-        ],
-        "{fault:?}"
-    );
+    assert_eq!(kinds(&log), FOUR_CHUNKS_COMPLETED, "{fault:?}");
     assert_eq!(
         rec.task.artifacts[0].parts.len(),
         4,
@@ -178,13 +167,9 @@ async fn a_commit_whose_answer_was_lost_is_read_back_not_stored_twice() {
 /// are not stored; the caller is given the log, the failure last, and its stream ends.
 #[tokio::test(start_paused = true)]
 async fn a_store_outage_past_the_patience_fails_the_task_once_the_store_is_back() {
-    let (svc, store) = service("");
-    let follower = streaming(&svc).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    store.set_unavailable(true);
-    tokio::time::sleep(Duration::from_secs(90)).await;
-    assert_eq!(running(&svc), 1, "the turn waits to record the failure");
-    store.set_unavailable(false);
+    let (svc, store, follower, running_then) =
+        streaming_through(Fault::Down(Duration::from_secs(90))).await;
+    assert_eq!(running_then, 1, "the turn waits to record the failure");
     let task_id = follower.task_id();
     let given = follower.ended().await;
     let (rec, log) = assert_consistent(&store, &task_id).await;
@@ -207,13 +192,9 @@ async fn a_store_outage_past_the_patience_fails_the_task_once_the_store_is_back(
 /// ends the task (nothing runs it any more), and the caller's stream ends with it.
 #[tokio::test(start_paused = true)]
 async fn a_store_outage_past_twice_the_patience_stops_the_turn_and_leaves_its_task_whole() {
-    let (svc, store) = service("");
-    let follower = streaming(&svc).await;
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    store.set_unavailable(true);
-    tokio::time::sleep(Duration::from_secs(150)).await;
-    assert_eq!(running(&svc), 0, "the turn gave up and released its task");
-    store.set_unavailable(false);
+    let (svc, store, follower, running_then) =
+        streaming_through(Fault::Down(Duration::from_secs(150))).await;
+    assert_eq!(running_then, 0, "the turn gave up and released its task");
     let task_id = follower.task_id();
     let (rec, log) = assert_consistent(&store, &task_id).await;
     assert_eq!(state_of(&rec.task), TaskState::Working);
