@@ -42,6 +42,23 @@ pub struct MemoryTaskStore {
     /// Set by in-process push delivery ([`Self::keep_pending_pushes`]): retention then steps
     /// over terminal tasks whose deliveries are pending.
     keep_pending: AtomicBool,
+    /// Test support: the outage the store is in (see [`Self::set_unavailable`]).
+    #[cfg(feature = "testing")]
+    outage: Outage,
+}
+
+/// What a test made the store answer as (feature `testing`): the ways a PostgreSQL store fails
+/// its callers, so that the users of a store (the gateway's task runner) are tested against the
+/// real store failing, not against a stand-in.
+#[cfg(feature = "testing")]
+#[derive(Default)]
+struct Outage {
+    /// The database is unreachable: every call answers [`StoreError::Unavailable`] and does
+    /// nothing.
+    down: AtomicBool,
+    /// The task writes (`create_with`, `append_fenced`) that are to commit and then answer
+    /// [`StoreError::Unavailable`], as one whose connection dropped after its COMMIT does.
+    answers_lost: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Default)]
@@ -172,6 +189,52 @@ impl MemoryTaskStore {
     fn pending(&self, inner: &Inner, id: &str) -> bool {
         self.keep_pending.load(Ordering::Acquire)
             && inner.tasks.get(id).is_some_and(|e| e.push_pending())
+    }
+
+    /// Test support (feature `testing`): while `down`, every [`TaskStore`] call answers
+    /// [`StoreError::Unavailable`] and changes nothing, as a PostgreSQL store's do while the
+    /// database restarts or is unreachable. (The in-process push delivery methods below are
+    /// not store calls on PostgreSQL either, and go on.)
+    #[cfg(feature = "testing")]
+    pub fn set_unavailable(&self, down: bool) {
+        self.outage.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Test support (feature `testing`): the next `writes` task writes (`create_with`,
+    /// `append_fenced`) that succeed are committed, then answered
+    /// [`StoreError::Unavailable`]: the connection was lost after the COMMIT, so the caller
+    /// cannot tell that its write is stored.
+    #[cfg(feature = "testing")]
+    pub fn lose_write_answers(&self, writes: usize) {
+        self.outage.answers_lost.store(writes, Ordering::SeqCst);
+    }
+
+    /// Whether the store answers at all (always, outside tests).
+    fn reachable(&self) -> StoreResult<()> {
+        #[cfg(feature = "testing")]
+        if self.outage.down.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable(
+                "the in-memory store is down (test outage)".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The answer of a task write that committed: lost, while a test asks for it.
+    fn answer<T>(&self, committed: StoreResult<T>) -> StoreResult<T> {
+        #[cfg(feature = "testing")]
+        if committed.is_ok()
+            && self
+                .outage
+                .answers_lost
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            return Err(StoreError::Unavailable(
+                "the connection was lost after the commit (test outage)".into(),
+            ));
+        }
+        committed
     }
 
     /// How many tasks are stored.
@@ -496,9 +559,9 @@ fn matches(task: &Task, q: &ListQuery) -> bool {
     true
 }
 
-#[async_trait]
-impl TaskStore for MemoryTaskStore {
-    async fn create_with(
+impl MemoryTaskStore {
+    /// [`TaskStore::create_with`], once the store is reached.
+    fn create_now(
         &self,
         new: NewTask,
         changes: Vec<TaskChange>,
@@ -569,7 +632,8 @@ impl TaskStore for MemoryTaskStore {
         Ok((events, task))
     }
 
-    async fn append_fenced(
+    /// [`TaskStore::append_fenced`], once the store is reached.
+    fn append_now(
         &self,
         task_id: &str,
         expected_seq: u64,
@@ -626,6 +690,31 @@ impl TaskStore for MemoryTaskStore {
         }
         Ok((events, task))
     }
+}
+
+#[async_trait]
+impl TaskStore for MemoryTaskStore {
+    async fn create_with(
+        &self,
+        new: NewTask,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        self.reachable()?;
+        let committed = self.create_now(new, changes);
+        self.answer(committed)
+    }
+
+    async fn append_fenced(
+        &self,
+        task_id: &str,
+        expected_seq: u64,
+        epoch: Option<u64>,
+        changes: Vec<TaskChange>,
+    ) -> StoreResult<(Vec<StoredEvent>, Task)> {
+        self.reachable()?;
+        let committed = self.append_now(task_id, expected_seq, epoch, changes);
+        self.answer(committed)
+    }
 
     async fn get(
         &self,
@@ -633,6 +722,7 @@ impl TaskStore for MemoryTaskStore {
         task_id: &str,
         history_length: Option<usize>,
     ) -> StoreResult<Option<TaskRecord>> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         Ok(inner.owned(owner, task_id).map(|e| TaskRecord {
             task: shaped(&e.record.task, history_length, true),
@@ -641,6 +731,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn list(&self, owner: &str, q: &ListQuery) -> StoreResult<TaskPage> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         let Some(index) = inner.by_owner.get(owner) else {
             return Ok(TaskPage {
@@ -695,6 +786,7 @@ impl TaskStore for MemoryTaskStore {
         before: SystemTime,
         limit: usize,
     ) -> StoreResult<Vec<Interrupted>> {
+        self.reachable()?;
         let before_ms = before
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -716,6 +808,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         let mut usage = inner.usage.get(owner).copied().unwrap_or_default();
         if count_up_to > 0 {
@@ -725,6 +818,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn last_seqs(&self, task_ids: &[String]) -> StoreResult<Vec<(String, u64)>> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         Ok(task_ids
             .iter()
@@ -741,6 +835,7 @@ impl TaskStore for MemoryTaskStore {
         task_id: &str,
         after_seq: u64,
     ) -> StoreResult<Vec<StoredEvent>> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         let entry = inner
             .owned(owner, task_id)
@@ -756,6 +851,7 @@ impl TaskStore for MemoryTaskStore {
         dialect: a2a_types::Dialect,
         quota: PushQuota,
     ) -> StoreResult<TaskPushNotificationConfig> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let entry = inner
             .owned(owner, &config.task_id)
@@ -778,6 +874,7 @@ impl TaskStore for MemoryTaskStore {
         task_id: &str,
         id: &str,
     ) -> StoreResult<Option<TaskPushNotificationConfig>> {
+        self.reachable()?;
         let inner = self.inner.read().map_err(poisoned)?;
         let entry = inner
             .owned(owner, task_id)
@@ -796,6 +893,7 @@ impl TaskStore for MemoryTaskStore {
         page_size: usize,
         page_token: &str,
     ) -> StoreResult<PushConfigPage> {
+        self.reachable()?;
         let offset = decode_offset(page_token)?;
         let inner = self.inner.read().map_err(poisoned)?;
         let entry = inner
@@ -821,6 +919,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn delete_push_config(&self, owner: &str, task_id: &str, id: &str) -> StoreResult<()> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let entry = inner
             .owned_mut(owner, task_id)
@@ -830,6 +929,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn set_upstream(&self, task_id: &str, upstream: UpstreamRef) -> StoreResult<()> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let entry = inner
             .tasks
@@ -845,6 +945,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn mark_dispatch(&self, task_id: &str, mark: DispatchMark) -> StoreResult<()> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let entry = inner
             .tasks
@@ -865,6 +966,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn claim_key(&self, req: &KeyRequest) -> StoreResult<KeyClaim> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let now = std::time::Instant::now();
         let slot = (req.owner.clone(), req.key.clone());
@@ -878,6 +980,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn reclaim_key(&self, req: &KeyRequest, stale_task_id: &str) -> StoreResult<bool> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let slot = (req.owner.clone(), req.key.clone());
         match inner.keys.get(&slot) {
@@ -890,6 +993,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn release_key(&self, owner: &str, key: &str, task_id: &str) -> StoreResult<()> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let slot = (owner.to_owned(), key.to_owned());
         if inner
@@ -903,6 +1007,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn purge_expired_keys(&self, limit: usize) -> StoreResult<u64> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let now = std::time::Instant::now();
         let expired: Vec<_> = inner
@@ -919,6 +1024,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn purge_tasks(&self, before: SystemTime, limit: usize) -> StoreResult<u64> {
+        self.reachable()?;
         let mut inner = self.inner.write().map_err(poisoned)?;
         let mut gone = Vec::new();
         let mut skipped = Vec::new();
@@ -941,6 +1047,10 @@ impl TaskStore for MemoryTaskStore {
         }
         drop(inner);
         Ok(gone.len() as u64)
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.reachable()
     }
 }
 
@@ -996,6 +1106,54 @@ mod tests {
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// The test outage: while down, reads and writes answer `Unavailable` and change nothing
+    /// (readiness too); back up, the store is as it was. A write whose answer is lost is
+    /// stored all the same, so its retry finds the sequence moved by exactly its events.
+    #[tokio::test]
+    async fn a_test_outage_answers_unavailable_and_loses_nothing() {
+        let store = MemoryTaskStore::new();
+        store.create(new_task("o1")).await.unwrap();
+        store.set_unavailable(true);
+        let unavailable = |r: StoreResult<()>| matches!(r, Err(StoreError::Unavailable(_)));
+        assert!(unavailable(store.ping().await));
+        assert!(unavailable(store.get("alice", "o1", None).await.map(drop)));
+        assert!(unavailable(
+            store.events_after("alice", "o1", 0).await.map(drop)
+        ));
+        let written = store
+            .append("o1", 1, status("o1", TaskState::Working, 1))
+            .await;
+        assert!(unavailable(written.map(drop)));
+        assert!(unavailable(store.create(new_task("o2")).await.map(drop)));
+        store.set_unavailable(false);
+        store.ping().await.unwrap();
+        assert_eq!(
+            ids(&store).await,
+            ["o1"],
+            "the create during the outage did nothing"
+        );
+        let rec = store.get("alice", "o1", None).await.unwrap().unwrap();
+        assert_eq!(rec.seq, 1, "the append during the outage did nothing");
+
+        store.lose_write_answers(1);
+        let lost = store
+            .append("o1", 1, status("o1", TaskState::Working, 1))
+            .await;
+        assert!(unavailable(lost.map(drop)));
+        let retried = store
+            .append("o1", 1, status("o1", TaskState::Working, 1))
+            .await;
+        assert!(
+            matches!(retried, Err(StoreError::Conflict { actual: 2, .. })),
+            "the lost answer's write is stored: {retried:?}"
+        );
+        let (event, _) = store
+            .append("o1", 2, status("o1", TaskState::Completed, 2))
+            .await
+            .unwrap();
+        assert_eq!(event.seq, 3, "one lost answer only");
     }
 
     /// Past `max_tasks`, the task that became terminal first is deleted; a task that is not

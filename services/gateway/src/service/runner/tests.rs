@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use a2a_bus::LocalEventBus;
-use a2a_store::{MemoryTaskStore, NewTask, StoredEvent, TaskChange, TaskStore};
+use a2a_store::{MemoryTaskStore, NewTask, StoredEvent, TaskRecord, TaskStore};
 use a2a_types::A2aError;
-use a2a_types::state::{is_terminal, state_of};
+use a2a_types::state::{apply_event, is_terminal, state_of};
 use a2a_types::v1::{
     CancelTaskRequest, Message, Part, Role, SendMessageConfiguration, SendMessageRequest,
     StreamResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus, part::Content,
@@ -24,6 +24,17 @@ use crate::agents::{AgentRegistry, AgentRequest, text_part};
 use crate::config::FileConfig;
 
 const OWNER: &str = "anonymous";
+
+/// The log of a `scenario` task of four chunks, completed (see [`kinds`]).
+const FOUR_CHUNKS_COMPLETED: [&str; 7] = [
+    "task",
+    "working",
+    "artifact",
+    "artifact",
+    "artifact",
+    "artifact",
+    "completed",
+];
 
 fn service(config: &str) -> (A2aService, Arc<MemoryTaskStore>) {
     let store = Arc::new(MemoryTaskStore::new());
@@ -104,6 +115,104 @@ fn running(svc: &A2aService) -> usize {
     svc.inner.running.lock().unwrap().len()
 }
 
+/// Stores task `id` of the `scenario` agent as a replica that died left it: created by a
+/// scripted message, then WORKING (sequence 2). The message, and the task as stored.
+async fn working_task(store: &MemoryTaskStore, id: &str) -> (Message, Task) {
+    let message = Message {
+        task_id: id.into(),
+        context_id: "c".into(),
+        ..scripted(serde_json::json!({}))
+    };
+    let task = Task {
+        id: id.into(),
+        context_id: "c".into(),
+        status: Some(TaskStatus {
+            state: TaskState::Submitted as i32,
+            message: None,
+            timestamp: Some(Timestamp::now()),
+        }),
+        history: vec![message.clone()],
+        ..Default::default()
+    };
+    let new = NewTask {
+        owner: OWNER.into(),
+        agent: "scenario".into(),
+        task,
+        upstream_key: None,
+        push: None,
+    };
+    let working = a2a_store::suite::status(id, TaskState::Working, Timestamp::now().as_millis());
+    let (_, snapshot) = store.create_with(new, vec![working]).await.unwrap();
+    (message, snapshot)
+}
+
+/// A turn of the `scenario` agent on `message`'s task, as a send (`task` is `None`: a new task)
+/// or a takeover (`task` is the stored snapshot and its sequence number) prepares one, for
+/// [`A2aService::start_turn`] directly: what the runner does, apart from the preparation.
+fn direct_turn(
+    svc: &A2aService,
+    message: Message,
+    task: Option<(Task, u64)>,
+    epoch: u64,
+    resume: Resume,
+) -> Turn {
+    let (task, continues) = task.unzip();
+    Turn {
+        agent: svc.inner.agents.get("scenario").unwrap(),
+        owner: OWNER.into(),
+        parent: a2a_process::telemetry::TraceSpan::NONE,
+        traceparent: None,
+        request: AgentRequest {
+            task_id: message.task_id.clone(),
+            context_id: message.context_id.clone(),
+            turn: task.as_ref().map_or(1, super::turns_of),
+            message,
+            task,
+            upstream: None,
+            upstream_key: None,
+            hops: 0,
+        },
+        continues,
+        epoch,
+        push_config: None,
+        dialect: a2a_types::Dialect::V1,
+        cancel: CancellationToken::new(),
+        resume,
+        priority: Priority::Normal,
+        key: None,
+        blocking: false,
+        _quota: svc
+            .inner
+            .quotas
+            .acquire(Quota::RunningTurns, OWNER)
+            .unwrap(),
+    }
+}
+
+/// The stored task is what its log says: the log is numbered 1, 2, 3... up to the task's
+/// sequence number, and its events, applied in order, give the stored snapshot (but for the
+/// client messages in its history).
+async fn assert_consistent(
+    store: &MemoryTaskStore,
+    task_id: &str,
+) -> (TaskRecord, Vec<StoredEvent>) {
+    let rec = store.get(OWNER, task_id, None).await.unwrap().unwrap();
+    let events = store.events_after(OWNER, task_id, 0).await.unwrap();
+    let numbered: Vec<u64> = (1..=rec.seq).collect();
+    assert_eq!(seqs(&events), numbered, "{:?}", kinds(&events));
+    let mut folded = Task::default();
+    for e in &events {
+        apply_event(&mut folded, &e.event);
+    }
+    // The client messages that continued the task are recorded in its history, not as events.
+    let mut stored = rec.task.clone();
+    for task in [&mut folded, &mut stored] {
+        task.history.retain(|m| m.role != Role::User as i32);
+    }
+    assert_eq!(folded, stored, "the snapshot is its log applied");
+    (rec, events)
+}
+
 /// Every event the agent produced is committed once, in order, numbered 1, 2, 3... (the task
 /// as created first), whether it came alone or in a burst with others.
 #[tokio::test(start_paused = true)]
@@ -114,18 +223,7 @@ async fn events_are_committed_in_order_with_consecutive_sequence_numbers() {
     assert_eq!(state_of(&task), TaskState::Completed, "{task:?}");
     let events = store.events_after(OWNER, &task.id, 0).await.unwrap();
     assert_eq!(seqs(&events), [1, 2, 3, 4, 5, 6, 7]);
-    assert_eq!(
-        kinds(&events),
-        [
-            "task",
-            "working",
-            "artifact",
-            "artifact",
-            "artifact",
-            "artifact",
-            "completed"
-        ]
-    );
+    assert_eq!(kinds(&events), FOUR_CHUNKS_COMPLETED);
     let rec = store.get(OWNER, &task.id, None).await.unwrap().unwrap();
     assert_eq!(rec.seq, 7);
     assert_eq!(
@@ -193,81 +291,12 @@ async fn a_cancel_racing_the_completion_ends_the_task_once() {
 #[tokio::test(start_paused = true)]
 async fn a_commit_refused_by_the_fencing_token_stops_the_turn() {
     let (svc, store) = service("");
-    let message = Message {
-        task_id: "fenced".into(),
-        context_id: "c".into(),
-        ..scripted(serde_json::json!({}))
-    };
-    let task = Task {
-        id: "fenced".into(),
-        context_id: "c".into(),
-        status: Some(TaskStatus {
-            state: TaskState::Submitted as i32,
-            message: None,
-            timestamp: Some(Timestamp::now()),
-        }),
-        history: vec![message.clone()],
-        ..Default::default()
-    };
-    let new = NewTask {
-        owner: OWNER.into(),
-        agent: "scenario".into(),
-        task,
-        upstream_key: None,
-        push: None,
-    };
-    let working = TaskChange {
-        user_message: None,
-        event: StreamResponse {
-            payload: Some(Payload::StatusUpdate(
-                a2a_types::v1::TaskStatusUpdateEvent {
-                    task_id: "fenced".into(),
-                    context_id: "c".into(),
-                    status: Some(TaskStatus {
-                        state: TaskState::Working as i32,
-                        message: None,
-                        timestamp: Some(Timestamp::now()),
-                    }),
-                    metadata: None,
-                },
-            )),
-        },
-    };
-    let (_, snapshot) = store.create_with(new, vec![working]).await.unwrap();
+    let (message, snapshot) = working_task(&store, "fenced").await;
     let before = store.get(OWNER, "fenced", None).await.unwrap().unwrap();
     assert_eq!((before.seq, before.dispatch.epoch), (2, 0));
     // The turn resumes the task under epoch 1: the store holds 0, as if another replica had
     // claimed the task since (a takeover moves the epoch on; the in-memory store keeps none).
-    let turn = Turn {
-        agent: svc.inner.agents.get("scenario").unwrap(),
-        owner: OWNER.into(),
-        parent: a2a_process::telemetry::TraceSpan::NONE,
-        traceparent: None,
-        request: AgentRequest {
-            task_id: "fenced".into(),
-            context_id: "c".into(),
-            message,
-            task: Some(snapshot),
-            upstream: None,
-            turn: 1,
-            upstream_key: None,
-            hops: 0,
-        },
-        continues: Some(2),
-        epoch: 1,
-        push_config: None,
-        dialect: a2a_types::Dialect::V1,
-        cancel: CancellationToken::new(),
-        resume: Resume::Redispatch,
-        priority: Priority::Normal,
-        key: None,
-        blocking: false,
-        _quota: svc
-            .inner
-            .quotas
-            .acquire(Quota::RunningTurns, OWNER)
-            .unwrap(),
-    };
+    let turn = direct_turn(&svc, message, Some((snapshot, 2)), 1, Resume::Redispatch);
     let first = svc.start_turn(turn).await.unwrap();
     let error = match first {
         Err(e) => e,
@@ -321,3 +350,6 @@ async fn an_inline_push_config_is_stored_with_its_task_or_refuses_the_send() {
     assert_eq!(page.total_size, 1, "the refused send stored no task");
     assert_eq!(running(&svc), 0);
 }
+
+mod outage;
+mod takeover;
