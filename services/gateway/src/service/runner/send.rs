@@ -251,9 +251,9 @@ impl A2aService {
         if !req.tenant.is_empty() {
             ctx.span.set_str("a2a.tenant", &req.tenant);
         }
-        if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
+        if let (Some(policy), Some(principal)) = (&self.inner.skills, &ctx.principal) {
             let skills = agent.skills();
-            auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
+            policy.authorize(principal, skills.iter().map(|s| s.id.as_str()))?;
         }
         let modes = agent.input_modes();
         if let Some(p) = message
@@ -268,8 +268,8 @@ impl A2aService {
         }
         // The agent's limit protects it (an upstream) from all callers together; checked once
         // the send is known to be valid and routed, before anything is claimed or dispatched.
-        if let Some(rate) = self.rate_limiter() {
-            rate.check_agent(agent.name(), ctx.cost).await?;
+        if let Some(limit) = &self.inner.agent_limit {
+            limit.check(agent.name(), ctx.cost).await?;
         }
         let opts = SendOptions {
             history_length,
