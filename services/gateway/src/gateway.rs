@@ -96,7 +96,7 @@ impl Gateway {
             store,
             bus,
             agents,
-            config.clone(),
+            config.service(),
             &public_url,
             shutdown.clone(),
             handles,

@@ -8,6 +8,7 @@
 
 mod card;
 pub mod catalogue;
+mod config;
 pub(crate) mod depth;
 mod expiry;
 mod follow;
@@ -38,11 +39,11 @@ pub use outbox::OutboxSettings;
 
 use crate::agents::AgentRegistry;
 use crate::auth::SkillPolicy;
-use crate::config::FileConfig;
 use crate::limits::AgentLimit;
 
 pub use card::{CardDocument, CardShape, CardView, Cards, agent_card_path, strong_etag};
 pub use catalogue::Catalogue;
+pub use config::{DeclaredExtension, ServiceConfig, TurnLimits};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
 #[doc(hidden)]
@@ -145,7 +146,7 @@ struct Inner {
     /// `[auth] skill_requirements`; `None` when the config has no `[auth]` (every caller is
     /// then `anonymous`).
     skills: Option<Arc<SkillPolicy>>,
-    config: FileConfig,
+    config: ServiceConfig,
     /// Turns running in this process, by task id; cancelling the token stops the turn.
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Bounds open streams (SSE and, later, gRPC server streams).
@@ -154,8 +155,6 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
-    /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
-    push_policy: a2a_push::AddressPolicy,
     /// The followers' safety net for lost publishes.
     watch: watch::Watch,
     /// `[limits.rate] agent`; `None` when no agent limit is set.
@@ -184,13 +183,11 @@ impl A2aService {
         store: Arc<dyn TaskStore>,
         bus: Arc<dyn EventBus>,
         agents: AgentRegistry,
-        config: FileConfig,
+        config: ServiceConfig,
         public_url: &str,
         shutdown: CancellationToken,
         handles: Handles,
     ) -> Self {
-        let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
-            .expect("[push] allowed_hosts was validated when the config was loaded");
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -199,12 +196,11 @@ impl A2aService {
                 cards: handles.cards,
                 public_url: public_url.to_owned(),
                 skills: handles.skills,
-                streams: Arc::new(Semaphore::new(config.limits.max_streams)),
-                quotas: quota::Quotas::new(config.limits.quotas.clone()),
+                streams: Arc::new(Semaphore::new(config.max_streams)),
+                quotas: quota::Quotas::new(config.quotas.clone()),
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
-                push_policy,
                 watch: watch::Watch::default(),
                 agent_limit: handles.agent_limit,
                 lease: takeover::LeaseClock::default(),
@@ -349,7 +345,7 @@ impl A2aService {
     }
 
     fn require_streaming(&self) -> Result<(), A2aError> {
-        if self.inner.config.card.streaming {
+        if self.inner.config.streaming {
             Ok(())
         } else {
             Err(A2aError::UnsupportedOperation(
