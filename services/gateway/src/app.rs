@@ -19,8 +19,7 @@ use crate::agents::AgentRegistry;
 use crate::auth::KeyDirectory;
 use crate::bindings::{card, catalogue, jsonrpc, rest};
 use crate::config::{Config, FileConfig};
-use crate::gateway::Gateway;
-use crate::service::A2aService;
+use crate::gateway::{Gateway, Parts};
 use crate::tls::ServerTls;
 use crate::upstream::UpstreamAgent;
 
@@ -104,24 +103,24 @@ pub fn build(config: &Config, shutdown: CancellationToken) -> Result<Gateway, St
     // would cost more than the operation).
     let traced = a2a_process::telemetry::enabled() && config.database_url.is_some();
     let store: Arc<dyn TaskStore> = Arc::new(a2a_store::Metered::new(store).traced(traced));
-    let svc = A2aService::new(
+    // Before the agents start: the cards' rebuild must see their first card change.
+    let gw = Gateway::start(Parts {
         store,
         bus,
         agents,
-        file,
-        &config.public_url,
-        shutdown.clone(),
+        config: file,
+        public_url: config.public_url.clone(),
+        shutdown: shutdown.clone(),
         keys,
-    );
-    // Before the agents start: the cards' rebuild must see their first card change.
-    let background = svc.start_background();
+    });
     for agent in &upstream {
         agent.start(shutdown.clone());
     }
+    let svc = gw.service();
     svc.start_expiry(config.file.retention.sweep_interval, shutdown.clone());
     svc.start_outbox(config.outbox, shutdown.clone());
     crate::retention::start(svc.store().clone(), &config.file.retention, shutdown);
-    Ok(Gateway::new(svc, background))
+    Ok(gw)
 }
 
 type StoreParts = (
@@ -314,11 +313,10 @@ pub async fn migrate(config: &Config) -> Result<(), String> {
 /// Every route, with the body limit the configuration sets.
 pub fn router(gw: Gateway) -> Router {
     let keys = gw.jwks();
-    let svc = gw.service().clone();
-    let limit = svc.max_body_bytes();
+    let limit = gw.max_body_bytes();
     // gRPC shares the listener: its paths (`/lf.a2a.v1.A2AService/*`, health, reflection) never
     // collide with the HTTP ones, and tonic enforces its own message limit.
-    let grpc = crate::bindings::grpc::router(svc.clone());
+    let grpc = crate::bindings::grpc::router(gw.clone());
     Router::new()
         .route(card::WELL_KNOWN_PATH, get(card::agent_card))
         .route(card::LEGACY_WELL_KNOWN_PATH, get(card::agent_card))
@@ -331,7 +329,7 @@ pub fn router(gw: Gateway) -> Router {
         .merge(health_routes())
         .merge(rest::routes())
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(svc)
+        .with_state(gw)
         .merge(grpc)
         // Outermost: a handler's panic is answered in its binding's format (`bindings::panic`).
         .layer(crate::bindings::panic::CatchPanicLayer)
@@ -340,7 +338,7 @@ pub fn router(gw: Gateway) -> Router {
 /// `/healthz` (the process is up) and `/readyz` (the task store answers on its dedicated
 /// connection and holds this binary's schema; not draining): on the public port
 /// and on the admin listener.
-fn health_routes() -> Router<A2aService> {
+fn health_routes() -> Router<Gateway> {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -349,8 +347,14 @@ fn health_routes() -> Router<A2aService> {
 /// The admin listener's routes: `/metrics` (Prometheus text), `/healthz`, `/readyz`.
 pub fn admin_router(gw: Gateway) -> Router {
     let handle = crate::metrics::install();
-    let svc = gw.service().clone();
-    let admin = gw.admin_state().clone();
+    let config = gw.config();
+    let settings = crate::admin::Settings {
+        admin: &config.admin,
+        auth: config.auth.as_ref(),
+        file_agents: config.agents.iter().map(|a| a.name.clone()).collect(),
+    };
+    let admin = crate::admin::routes(gw.service().clone(), gw.admin_state().clone(), settings);
+    let health = health_routes().with_state(gw.clone());
     Router::new()
         .route(
             "/metrics",
@@ -364,9 +368,8 @@ pub fn admin_router(gw: Gateway) -> Router {
                 }
             }),
         )
-        .merge(health_routes())
-        .with_state(svc.clone())
-        .merge(crate::admin::routes(svc, admin))
+        .merge(health)
+        .merge(admin)
 }
 
 /// Serves the admin routes on `listener` until `shutdown` fires, with the public listener's
@@ -377,16 +380,16 @@ pub async fn serve_admin(
     gw: Gateway,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let policy = connection_policy("admin", gw.service());
+    let policy = connection_policy("admin", &gw);
     crate::conn::serve(listener, admin_router(gw), false, None, policy, shutdown).await;
     Ok(())
 }
 
 /// The connection policy of a listener (`[limits.connections]`, `[limits.edge]`, and how
 /// `[limits.rate]` tells clients apart).
-fn connection_policy(name: &'static str, svc: &A2aService) -> crate::conn::Policy {
-    let (limits, addressing) = svc.connection_limits();
-    crate::conn::Policy::new(name, limits, svc.edge_limits(), addressing)
+fn connection_policy(name: &'static str, gw: &Gateway) -> crate::conn::Policy {
+    let (limits, addressing) = gw.connection_limits();
+    crate::conn::Policy::new(name, limits, gw.edge_limits(), addressing)
 }
 
 /// The public keys that verify push deliveries (`X-A2A-Push-Signature`).
@@ -405,7 +408,8 @@ fn is_schema_mismatch(e: &a2a_store::StoreError) -> bool {
         if m.starts_with(a2a_store::pg::health::SCHEMA_MISMATCH))
 }
 
-async fn readyz(State(svc): State<A2aService>) -> impl IntoResponse {
+async fn readyz(State(gw): State<Gateway>) -> impl IntoResponse {
+    let svc = gw.service();
     // Draining: a balancer that checks on a kept-alive connection stops sending new work here.
     if svc.shutdown_token().is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "draining");
@@ -477,8 +481,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     // Each request carries its connection's peer address (`ConnectInfo`) only where a per-IP
     // rate limit keys on it: nothing else reads it, and it costs an extension per request.
-    let connect_info = gw.service().rate_limiter().is_some_and(|r| r.limits_ips());
-    let policy = connection_policy("public", gw.service());
+    let connect_info = gw.rate_limiter().is_some_and(|r| r.limits_ips());
+    let policy = connection_policy("public", &gw);
     crate::conn::serve(listener, router(gw), connect_info, None, policy, shutdown).await;
     Ok(())
 }
@@ -493,7 +497,7 @@ pub async fn serve_tls(
     gw: Gateway,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let policy = connection_policy("public", gw.service());
+    let policy = connection_policy("public", &gw);
     crate::conn::serve(listener, router(gw), true, Some(tls), policy, shutdown).await;
     Ok(())
 }

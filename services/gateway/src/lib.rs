@@ -5,6 +5,7 @@ pub mod agents;
 pub mod app;
 pub mod auth;
 pub mod bindings;
+pub mod cards;
 pub mod cli;
 pub mod config;
 mod conn;

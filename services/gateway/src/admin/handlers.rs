@@ -50,7 +50,7 @@ impl Admin {
 
     /// Where an agent that is not the API's comes from: `file` (`[[agents]]`) or `builtin`.
     pub(super) fn fixed_source(&self, name: &str) -> Option<&'static str> {
-        if self.svc.file_config().agents.iter().any(|a| a.name == name) {
+        if self.file_agents.iter().any(|a| a == name) {
             Some("file")
         } else if AgentRegistry::BUILTIN.contains(&name) && self.registry().get(name).is_some() {
             Some("builtin")

@@ -137,20 +137,30 @@ impl AdminState {
 
 struct Admin {
     svc: A2aService,
+    /// The names of the file's `[[agents]]` (read-only here).
+    file_agents: Vec<String>,
     tokens: Vec<[u8; 32]>,
     /// `[admin] oidc_scheme`'s verifier and the scope its tokens must carry.
     oidc: Option<(crate::auth::jwt::JwtVerifier, String)>,
     state: Arc<AdminState>,
 }
 
+/// The configuration the admin API reads: `[admin]`, `[auth]` (for `[admin] oidc_scheme`)
+/// and the names of the file's `[[agents]]`, which it may not change.
+pub struct Settings<'a> {
+    pub admin: &'a AdminConfig,
+    pub auth: Option<&'a crate::auth::AuthConfig>,
+    pub file_agents: Vec<String>,
+}
+
 /// The admin API's routes, or none when no admin token is configured (every path is then a
 /// 404, as if the API did not exist). `state` is the application context's
 /// (`crate::gateway::Gateway::admin_state`).
-pub fn routes(svc: A2aService, state: Arc<AdminState>) -> Router {
-    let config = &svc.file_config().admin;
+pub fn routes(svc: A2aService, state: Arc<AdminState>, settings: Settings<'_>) -> Router {
+    let config = settings.admin;
     let tokens = config.digests();
     let oidc = config.oidc_scheme.as_ref().and_then(|name| {
-        let auth = svc.file_config().auth.as_ref()?;
+        let auth = settings.auth?;
         match crate::auth::token_verifier(auth, name) {
             Ok(v) => Some((v, config.scope.clone())),
             Err(e) => {
@@ -164,6 +174,7 @@ pub fn routes(svc: A2aService, state: Arc<AdminState>) -> Router {
     }
     let admin = Arc::new(Admin {
         svc,
+        file_agents: settings.file_agents,
         tokens,
         oidc,
         state,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod jwt;
 mod principal;
 mod schemes;
+mod skills;
 mod token_cache;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +28,7 @@ use jwt::{JwtVerifier, missing_scopes};
 use principal::set_owner;
 pub use principal::{KeySource, api_key_principal, mtls_principal};
 use schemes::{Identity, Location, Scheme, api_key_scheme, check};
+pub use skills::SkillPolicy;
 
 /// Where a request carries its credentials. HTTP fills both; gRPC metadata becomes `headers`.
 /// `client_cert` is the connection's verified client certificate (TLS with a client CA).
@@ -105,11 +107,10 @@ pub struct Rejection {
 pub struct Authenticator {
     schemes: Vec<(String, Scheme)>,
     requirements: Requirements,
-    /// Skill id → what a caller must also meet to reach an agent with that skill.
-    skill_requirements: HashMap<String, Requirements>,
+    /// What a caller must also meet to reach an agent with a given skill.
+    skills: Arc<SkillPolicy>,
     card_schemes: HashMap<String, SecurityScheme>,
     card_requirements: Vec<SecurityRequirement>,
-    card_skill_requirements: HashMap<String, Vec<SecurityRequirement>>,
 }
 
 impl Authenticator {
@@ -171,10 +172,15 @@ impl Authenticator {
             skill_requirements.insert(skill.clone(), compile(sets, &names, &what)?);
             card_skill_requirements.insert(skill.clone(), card_sets(sets));
         }
+        let skills = Arc::new(SkillPolicy {
+            schemes: names.iter().map(|n| (*n).to_owned()).collect(),
+            requirements: skill_requirements,
+            card_requirements: card_skill_requirements,
+        });
         Ok(Self {
             requirements: compile(&declared, &names, "[auth] requirements")?,
             schemes,
-            skill_requirements,
+            skills,
             card_schemes: c
                 .schemes
                 .iter()
@@ -184,7 +190,6 @@ impl Authenticator {
             // implicit (any one scheme): clients such as the SDKs' auth interceptors pick their
             // credentials from `securityRequirements`.
             card_requirements: card_sets(&declared),
-            card_skill_requirements,
         })
     }
 
@@ -193,52 +198,10 @@ impl Authenticator {
         (self.card_schemes.clone(), self.card_requirements.clone())
     }
 
-    /// The `securityRequirements` the card publishes on skill `skill` (empty: none of its own).
-    pub fn skill_card_requirements(&self, skill: &str) -> Vec<SecurityRequirement> {
-        self.card_skill_requirements
-            .get(skill)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Whether `principal` meets the requirements of every one of `skills` that declares some
-    /// (the skills of the agent a message goes to); PermissionDenied names what is missing.
-    pub fn authorize_skills<'a>(
-        &self,
-        principal: &Principal,
-        skills: impl IntoIterator<Item = &'a str>,
-    ) -> Result<(), A2aError> {
-        for skill in skills {
-            let Some(sets) = self.skill_requirements.get(skill) else {
-                continue;
-            };
-            let met = sets.iter().any(|set| {
-                set.iter().all(|(i, scopes)| {
-                    principal.grants[*i]
-                        .as_ref()
-                        .is_some_and(|have| missing_scopes(scopes, have).is_empty())
-                })
-            });
-            if !met {
-                let wanted: Vec<String> = sets
-                    .iter()
-                    .map(|set| {
-                        set.iter()
-                            .map(|(i, scopes)| match scopes.as_slice() {
-                                [] => self.schemes[*i].0.clone(),
-                                _ => format!("{} [{}]", self.schemes[*i].0, scopes.join(" ")),
-                            })
-                            .collect::<Vec<_>>()
-                            .join(" and ")
-                    })
-                    .collect();
-                return Err(A2aError::PermissionDenied(format!(
-                    "skill {skill} requires {}",
-                    wanted.join(", or ")
-                )));
-            }
-        }
-        Ok(())
+    /// The per-skill requirements alone, shared: what the domain service checks when a message
+    /// is routed and what the catalogue and cards publish per skill.
+    pub fn skill_policy(&self) -> Arc<SkillPolicy> {
+        self.skills.clone()
     }
 
     pub async fn authenticate(&self, creds: Credentials<'_>) -> Result<Principal, Rejection> {

@@ -10,7 +10,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 
-use crate::service::{A2aService, CardDocument, Dialects};
+use crate::gateway::Gateway;
+use crate::service::{CardDocument, Dialects};
 
 pub use a2a_types::WELL_KNOWN_AGENT_CARD_PATH as WELL_KNOWN_PATH;
 /// Where A2A 0.2.x clients look for the card: the 0.3 (combined) card is served there.
@@ -32,8 +33,8 @@ fn requested_shape(headers: &HeaderMap, query: Option<&str>) -> Dialect {
 /// The card at `/.well-known/agent-card.json`, in the shape the request's `A2A-Version` asks
 /// for (`Vary: A2A-Version`); at the 0.2.x path `/.well-known/agent.json`, always the combined
 /// card (0.2 and 0.3 clients read it; 1.0 clients do not look there).
-pub async fn agent_card(State(svc): State<A2aService>, uri: Uri, headers: HeaderMap) -> Response {
-    let doc = svc.agent_card();
+pub async fn agent_card(State(gw): State<Gateway>, uri: Uri, headers: HeaderMap) -> Response {
+    let doc = gw.cards().public.clone();
     if uri.path() == LEGACY_WELL_KNOWN_PATH {
         return public(&doc, Dialect::V03, &headers, false);
     }
@@ -55,12 +56,12 @@ pub const AI_CATALOG_LINK: &str =
 /// An upstream agent's card, rewritten to point at this gateway, in the requested shape; 404
 /// for an unknown agent or one whose card was never fetched.
 pub async fn upstream_agent_card(
-    State(svc): State<A2aService>,
+    State(gw): State<Gateway>,
     Path(name): Path<String>,
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    match svc.upstream_agent_card(&name) {
+    match gw.cards().agents.get(&name).cloned() {
         Some(doc) => {
             let shape = requested_shape(&headers, uri.query());
             public(&doc, shape, &headers, true)

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::pipeline::{Binding, Call};
 use super::{JSON, refused, rest};
+use crate::gateway::Gateway;
 use crate::service::A2aService;
 use crate::tls::PeerCert;
 
@@ -21,14 +22,14 @@ pub const PATH: &str = "/agents";
 pub const AI_CATALOG_PATH: &str = "/.well-known/ai-catalog.json";
 
 pub async fn list_agents(
-    State(svc): State<A2aService>,
+    State(gw): State<Gateway>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
     cert: PeerCert,
 ) -> Response {
     serve(
-        svc,
+        gw,
         peer,
         uri,
         headers,
@@ -43,7 +44,7 @@ pub async fn list_agents(
 /// `GET /.well-known/ai-catalog.json`: as `GET /agents` (same pipeline, visibility, ETag and
 /// caching), in the AI Catalog's shape and media type.
 pub async fn ai_catalog(
-    State(svc): State<A2aService>,
+    State(gw): State<Gateway>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
@@ -51,7 +52,7 @@ pub async fn ai_catalog(
 ) -> Response {
     let media = crate::service::catalogue::AI_CATALOG_MEDIA_TYPE;
     serve(
-        svc,
+        gw,
         peer,
         uri,
         headers,
@@ -65,7 +66,7 @@ pub async fn ai_catalog(
 
 #[allow(clippy::too_many_arguments)]
 async fn serve(
-    svc: A2aService,
+    gw: Gateway,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
@@ -79,7 +80,7 @@ async fn serve(
     call.http("GET", || path.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
-        .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
+        .admit(&gw, &headers, uri.query(), peer, cert.0.as_ref())
         .await
     {
         Ok(a) => a,
@@ -89,7 +90,9 @@ async fn serve(
             return refused(response, r);
         }
     };
-    let catalogue = call.traced(async { build(&svc, &admitted.ctx) }).await;
+    let catalogue = call
+        .traced(async { build(gw.service(), &admitted.ctx) })
+        .await;
     call.ok();
     let mut response = if super::card::if_none_match(&headers, &catalogue.etag) == Some(true) {
         StatusCode::NOT_MODIFIED.into_response()
@@ -107,7 +110,7 @@ async fn serve(
     );
     h.insert(
         header::CACHE_CONTROL,
-        HeaderValue::from_static(if svc.auth_enabled() {
+        HeaderValue::from_static(if gw.auth_enabled() {
             "private, no-cache"
         } else {
             "no-cache"

@@ -30,6 +30,7 @@ use tonic_health::ServingStatus;
 use super::EXTENSIONS_HEADER;
 use super::pipeline::{Admitted, Binding, Call};
 use super::rate_headers::RateLimitHeaders;
+use crate::gateway::Gateway;
 use crate::service::{A2aService, Dialects, EventStream, RequestContext};
 use crate::tls::PeerCert;
 
@@ -40,13 +41,13 @@ pub type ResponseStream = BoxStream<'static, Result<StreamResponse, Status>>;
 /// The gRPC routes, to be merged into the HTTP router. Built with `route_service` per service
 /// rather than `tonic::service::Routes`, whose catch-all fallback would answer every unknown
 /// HTTP path with a gRPC UNIMPLEMENTED instead of a 404. Must be called inside a tokio runtime.
-pub fn router(svc: A2aService) -> Router {
+pub fn router(gw: Gateway) -> Router {
     // One size limit for every binding: tonic refuses a larger message (OUT_OF_RANGE) before
     // decoding it.
-    let limit = svc.max_body_bytes();
-    let shutdown = svc.shutdown_token().clone();
+    let limit = gw.max_body_bytes();
+    let shutdown = gw.service().shutdown_token().clone();
     let binding = GrpcBinding {
-        svc,
+        gw,
         dialects: Dialects::V1_ONLY,
     };
     let a2a_v03 = super::grpc_v03::server(binding.clone()).max_decoding_message_size(limit);
@@ -117,7 +118,7 @@ fn path_of<S: NamedService>(_: &S) -> String {
 /// The generated server trait over the one [`A2aService`].
 #[derive(Clone)]
 pub struct GrpcBinding {
-    svc: A2aService,
+    gw: Gateway,
     /// What its calls speak: 1.0 for `lf.a2a.v1`, 0.3 for the 0.3 service (which shares these
     /// methods), so that what the service records per dialect (a push config's payload shape)
     /// follows the service the client called.
@@ -143,7 +144,7 @@ impl GrpcBinding {
             .get::<ConnectInfo<std::net::SocketAddr>>()
             .map(|ConnectInfo(addr)| addr.ip());
         let admitted = call
-            .admit(&self.svc, &headers, None, peer, cert.0.as_ref())
+            .admit(&self.gw, &headers, None, peer, cert.0.as_ref())
             .await
             .map_err(|r| r.into_error())?;
         Ok((admitted, message))
@@ -166,7 +167,7 @@ impl GrpcBinding {
         call.dialects(self.dialects);
         let result = match self.admit(&call, req).await {
             Ok((admitted, message)) => call
-                .traced(op(self.svc.clone(), admitted.ctx, message))
+                .traced(op(self.gw.service().clone(), admitted.ctx, message))
                 .await
                 .map(|out| respond(out, admitted.extensions, admitted.rate_limit.as_ref())),
             Err(err) => Err(err),
@@ -190,7 +191,7 @@ impl GrpcBinding {
         call.dialects(self.dialects);
         let opened = match self.admit(&call, req).await {
             Ok((admitted, message)) => call
-                .traced(op(self.svc.clone(), admitted.ctx, message))
+                .traced(op(self.gw.service().clone(), admitted.ctx, message))
                 .await
                 .map(|events| (events, admitted.extensions, admitted.rate_limit)),
             Err(err) => Err(err),

@@ -227,7 +227,7 @@ impl V03Trait for GrpcV03 {
                         Ok(extended) => extended.card.clone(),
                         // Not declared, not configured, or the caller is anonymous: each is a
                         // reason to show the public card, never an error for this RPC.
-                        Err(_) => svc.agent_card().card.clone(),
+                        Err(_) => svc.public_card().card.clone(),
                     };
                     Ok(v03::card(card))
                 },

@@ -26,6 +26,7 @@ use a2a_types::{A2aError, Dialect, Method};
 
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, jsonrpc_v03, refused, sse};
+use crate::gateway::Gateway;
 use crate::service::{A2aService, Dialects, EventStream, RequestContext};
 use crate::tls::PeerCert;
 
@@ -57,7 +58,7 @@ pub(super) enum Outcome {
 }
 
 pub async fn handle(
-    State(svc): State<A2aService>,
+    State(gw): State<Gateway>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     uri: Uri,
     headers: HeaderMap,
@@ -69,7 +70,7 @@ pub async fn handle(
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             let err = A2aError::PayloadTooLarge {
-                limit: svc.max_body_bytes(),
+                limit: gw.max_body_bytes(),
             };
             let body = json_response(error_body(&Value::Null, &err));
             call.failed(&err);
@@ -96,7 +97,7 @@ pub async fn handle(
     call.http("POST", || PATH.into());
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
-        .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
+        .admit(&gw, &headers, uri.query(), peer, cert.0.as_ref())
         .await
     {
         Ok(a) => a,
@@ -110,12 +111,12 @@ pub async fn handle(
     let dialect = admitted.ctx.dialect;
     let outcome = match dialect {
         Dialect::V1 => {
-            call.traced(dispatch(&svc, &admitted.ctx, &id, &method, params))
+            call.traced(dispatch(gw.service(), &admitted.ctx, &id, &method, params))
                 .await
         }
         Dialect::V03 => {
             call.traced(jsonrpc_v03::dispatch(
-                &svc,
+                gw.service(),
                 &admitted.ctx,
                 &id,
                 &method,
@@ -131,7 +132,7 @@ pub async fn handle(
         }
         Ok(Outcome::Stream(events, dialect, end)) => {
             let id = id.clone();
-            sse::respond(call.stream(events), svc.keep_alive(), move |item| {
+            sse::respond(call.stream(events), gw.keep_alive(), move |item| {
                 let bytes = match (item, dialect) {
                     (Ok(ev), Dialect::V1) => success_body(&id, &ev.event),
                     (Ok(ev), Dialect::V03) => {

@@ -3,6 +3,8 @@
 //! checking what it applies so a bad value stops the start with one clear line.
 
 use super::{DatabaseConfig, PushConfig};
+/// The outbox relay's settings: the service's, which runs the relay.
+pub use crate::service::OutboxSettings;
 
 /// Every environment variable the gateway reads, with its meaning (the README mirrors this).
 pub const ENV_VARS: &[(&str, &str)] = &[
@@ -178,23 +180,6 @@ pub(super) fn tls_config(
         );
     }
     Ok(tls)
-}
-/// The outbox relay's settings (see `service/outbox.rs`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OutboxSettings {
-    /// An outbox row this old is left behind: any replica relays it.
-    pub relay_after: std::time::Duration,
-    /// Events encoded larger than this many bytes are announced on the bus, not carried.
-    pub inline_max: usize,
-}
-
-impl Default for OutboxSettings {
-    fn default() -> Self {
-        Self {
-            relay_after: std::time::Duration::from_secs(5),
-            inline_max: a2a_bus::DEFAULT_INLINE_MAX,
-        }
-    }
 }
 
 pub(super) fn outbox_settings(

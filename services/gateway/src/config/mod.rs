@@ -12,6 +12,7 @@ use std::path::Path;
 
 mod env;
 mod file;
+mod service;
 
 pub use env::{ENV_VARS, OutboxSettings};
 use env::{database_config, outbox_settings, push_config, tls_config};

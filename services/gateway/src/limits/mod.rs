@@ -11,4 +11,4 @@ mod shared;
 pub use clients::ClientAddressing;
 pub use config::{Backend, Override, Rate, RateConfig, RedisTarget, default_cost};
 pub use edge::{ConnectionsConfig, EdgeConfig};
-pub use rate::{Allowance, Policy, RateLimiter};
+pub use rate::{AgentLimit, Allowance, Policy, RateLimiter};

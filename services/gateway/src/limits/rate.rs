@@ -20,6 +20,7 @@ use axum::http::{HeaderMap, HeaderValue};
 use governor::clock::Clock;
 use governor::middleware::StateInformationMiddleware;
 use governor::{DefaultKeyedRateLimiter, Quota};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::config::{Backend, Rate, RateConfig};
@@ -134,12 +135,26 @@ pub struct RateLimiter {
     /// Who the client is: `client_ip_header` from trusted proxies, IPv6 keys by prefix.
     addressing: super::ClientAddressing,
     shared: Option<SharedGcra>,
+    /// How often stale keys are dropped ([`RateLimiter::start_eviction`]).
+    evict_every: Duration,
+}
+
+/// The per-agent limit alone: what the domain service checks once a send is routed (the IP and
+/// principal limits are the request pipeline's).
+#[derive(Clone)]
+pub struct AgentLimit(Arc<RateLimiter>);
+
+impl AgentLimit {
+    /// Charges `cost` to `agent`'s bucket; RateLimited when it is empty.
+    pub async fn check(&self, agent: &str, cost: u32) -> Result<(), A2aError> {
+        self.0.check_agent(agent, cost).await
+    }
 }
 
 impl RateLimiter {
-    /// The limiter `config` asks for, or `None` when it sets no limit. Starts the eviction of
-    /// stale keys (until `shutdown`); must run inside a tokio runtime.
-    pub fn start(config: &RateConfig, shutdown: CancellationToken) -> Option<Arc<Self>> {
+    /// The limiter `config` asks for, or `None` when it sets no limit. Its eviction of stale
+    /// keys is started apart ([`Self::start_eviction`]), by whoever joins it at shutdown.
+    pub fn new(config: &RateConfig) -> Option<Arc<Self>> {
         if !config.enabled() {
             return None;
         }
@@ -173,10 +188,24 @@ impl RateLimiter {
             costs: Method::ALL.map(|m| config.cost(m)),
             addressing: config.addressing(),
             shared,
+            evict_every: Duration::from_secs(config.evict_interval_secs),
         });
-        let every = Duration::from_secs(config.evict_interval_secs);
-        tokio::spawn(evict_stale_keys(Arc::downgrade(&limiter), every, shutdown));
         Some(limiter)
+    }
+
+    /// Drops stale keys every `evict_interval_secs` until `shutdown` (or until the limiter is
+    /// gone). Must be called inside a tokio runtime.
+    pub fn start_eviction(self: &Arc<Self>, shutdown: CancellationToken) -> JoinHandle<()> {
+        tokio::spawn(evict_stale_keys(
+            Arc::downgrade(self),
+            self.evict_every,
+            shutdown,
+        ))
+    }
+
+    /// The per-agent limit for the service, when one is set.
+    pub fn agent_limit(self: &Arc<Self>) -> Option<AgentLimit> {
+        self.agent.is_some().then(|| AgentLimit(self.clone()))
     }
 
     /// Whether a per-IP limit is set (the server then records each connection's peer).

@@ -52,7 +52,7 @@ impl A2aService {
         let public_url = &inner.public_url;
         let default = inner.agents.default_agent();
         let bindings: Vec<&'static str> = self
-            .agent_card()
+            .public_card()
             .card
             .supported_interfaces
             .iter()
@@ -78,8 +78,8 @@ impl A2aService {
                     .skills()
                     .into_iter()
                     .map(|mut skill| {
-                        if let Some(auth) = &inner.auth {
-                            skill.security_requirements = auth.skill_card_requirements(&skill.id);
+                        if let Some(policy) = &inner.skills {
+                            skill.security_requirements = policy.card_requirements(&skill.id);
                         }
                         skill
                     })
@@ -158,10 +158,11 @@ impl A2aService {
         agent: &std::sync::Arc<dyn crate::agents::Agent>,
         ctx: &RequestContext,
     ) -> bool {
-        match (&self.inner.auth, &ctx.principal) {
-            (Some(auth), Some(principal)) => {
+        match (&self.inner.skills, &ctx.principal) {
+            (Some(policy), Some(principal)) => {
                 let skills = agent.skills();
-                auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))
+                policy
+                    .authorize(principal, skills.iter().map(|s| s.id.as_str()))
                     .is_ok()
             }
             // Admission lets no unauthenticated caller through while auth is on.
@@ -193,7 +194,7 @@ impl A2aService {
         let doc = AiCatalog {
             spec_version: "1.0",
             host: AiHost {
-                display_name: self.agent_card().card.name.clone(),
+                display_name: self.public_card().card.name.clone(),
             },
             entries,
         };

@@ -31,7 +31,7 @@ impl A2aService {
     /// Starts the expiry sweep, every `every` until `shutdown`, when `interrupted_task_ttl` is
     /// set; expired tasks are counted as `a2a_expired_tasks_total`.
     pub fn start_expiry(&self, every: Duration, shutdown: CancellationToken) {
-        let Some(ttl) = self.inner.config.limits.quotas.interrupted_task_ttl else {
+        let Some(ttl) = self.inner.config.quotas.interrupted_task_ttl else {
             return;
         };
         let svc = self.clone();

@@ -292,7 +292,7 @@ impl A2aService {
         let mut task = rec.task;
         if !opts.return_immediately && !is_settled(state_of(&task)) {
             let events = self.follow_blocking(ctx, task_id, rec.seq, bus);
-            let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
+            let limit = self.inner.config.blocking_timeout;
             if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await {
                 result?;
             }
@@ -338,7 +338,7 @@ impl A2aService {
 
     /// Deletes expired keys now and then until shutdown.
     pub(super) fn sweep_expired_keys(&self) -> tokio::task::JoinHandle<()> {
-        let every = Duration::from_secs(self.inner.config.idempotency.ttl_secs / 2)
+        let every = Duration::from_secs(self.inner.config.idempotency_ttl_secs / 2)
             .clamp(Duration::from_secs(1), SWEEP_EVERY);
         let inner = Arc::downgrade(&self.inner);
         let shutdown = self.inner.shutdown.clone();

@@ -8,6 +8,7 @@
 
 mod card;
 pub mod catalogue;
+mod config;
 pub(crate) mod depth;
 mod expiry;
 mod follow;
@@ -37,12 +38,12 @@ use tokio_util::sync::CancellationToken;
 pub use outbox::OutboxSettings;
 
 use crate::agents::AgentRegistry;
-use crate::auth::{Authenticator, Credentials, KeyDirectory, Rejection};
-use crate::config::FileConfig;
-use crate::limits::RateLimiter;
+use crate::auth::SkillPolicy;
+use crate::limits::AgentLimit;
 
-pub use card::{CardDocument, agent_card_path};
+pub use card::{CardDocument, CardShape, CardView, Cards, agent_card_path, strong_etag};
 pub use catalogue::Catalogue;
+pub use config::{DeclaredExtension, ServiceConfig, TurnLimits};
 pub use idempotency::IDEMPOTENCY_EXTENSION;
 pub use quota::QuotaConfig;
 #[doc(hidden)]
@@ -139,14 +140,13 @@ struct Inner {
     store: Arc<dyn TaskStore>,
     bus: Arc<dyn EventBus>,
     agents: AgentRegistry,
-    /// Rebuilt when an upstream agent's card changes.
-    card: std::sync::RwLock<Arc<card::Cards>>,
-    /// Signs every card served (`None` without signing keys: cards go out unsigned).
-    card_signer: Option<crate::signing::CardSigner>,
+    /// The cards as the application last published them.
+    cards: CardView,
     public_url: String,
-    /// `None` when the config has no `[auth]`: every caller is `anonymous`.
-    auth: Option<Authenticator>,
-    config: FileConfig,
+    /// `[auth] skill_requirements`; `None` when the config has no `[auth]` (every caller is
+    /// then `anonymous`).
+    skills: Option<Arc<SkillPolicy>>,
+    config: ServiceConfig,
     /// Turns running in this process, by task id; cancelling the token stops the turn.
     running: Mutex<HashMap<String, CancellationToken>>,
     /// Bounds open streams (SSE and, later, gRPC server streams).
@@ -155,12 +155,10 @@ struct Inner {
     quotas: Arc<quota::Quotas>,
     /// Cancelled when the process shuts down: open streams end cleanly.
     shutdown: CancellationToken,
-    /// Which webhook URLs push configs may name (`[push] allowed_hosts`).
-    push_policy: a2a_push::AddressPolicy,
     /// The followers' safety net for lost publishes.
     watch: watch::Watch,
-    /// `[limits.rate]`; `None` when no limit is set.
-    rate: Option<Arc<RateLimiter>>,
+    /// `[limits.rate] agent`; `None` when no agent limit is set.
+    agent_limit: Option<AgentLimit>,
     /// Until when this replica's dispatch lease is known to hold (see `takeover.rs`).
     lease: takeover::LeaseClock,
     /// The outbox relay, once started ([`A2aService::start_outbox`]; only with a store that
@@ -168,49 +166,43 @@ struct Inner {
     outbox: std::sync::OnceLock<outbox::Outbox>,
 }
 
+/// What the service takes from the application context (`crate::gateway`): a read-only or
+/// narrow handle of each, never the authenticator, the rate limiter or the card builder.
+pub struct Handles {
+    /// The cards as last published (GetExtendedAgentCard, the catalogue).
+    pub cards: CardView,
+    /// `[auth] skill_requirements`, checked when a message is routed; `Some` exactly when
+    /// `[auth]` is configured.
+    pub skills: Option<Arc<SkillPolicy>>,
+    /// `[limits.rate] agent`, charged when a send is routed; `None` when not set.
+    pub agent_limit: Option<AgentLimit>,
+}
+
 impl A2aService {
     pub fn new(
         store: Arc<dyn TaskStore>,
         bus: Arc<dyn EventBus>,
         agents: AgentRegistry,
-        config: FileConfig,
+        config: ServiceConfig,
         public_url: &str,
         shutdown: CancellationToken,
-        keys: Option<Arc<dyn KeyDirectory>>,
+        handles: Handles,
     ) -> Self {
-        let auth = config.auth.as_ref().map(|a| {
-            Authenticator::with_directory(a, keys)
-                .expect("[auth] was validated when the config was parsed")
-        });
-        let card_signer = crate::signing::CardSigner::new(&config.push.keys, public_url);
-        let card = card::Cards::build(
-            &config,
-            &agents,
-            public_url,
-            auth.as_ref(),
-            card_signer.as_ref(),
-            None,
-        );
-        let push_policy = a2a_push::AddressPolicy::from_entries(&config.push.allowed_hosts)
-            .expect("[push] allowed_hosts was validated when the config was loaded");
-        let rate = RateLimiter::start(&config.limits.rate, shutdown.clone());
         Self {
             inner: Arc::new(Inner {
                 store,
                 bus,
                 agents,
-                card: std::sync::RwLock::new(Arc::new(card)),
-                card_signer,
+                cards: handles.cards,
                 public_url: public_url.to_owned(),
-                auth,
-                streams: Arc::new(Semaphore::new(config.limits.max_streams)),
-                quotas: quota::Quotas::new(config.limits.quotas.clone()),
+                skills: handles.skills,
+                streams: Arc::new(Semaphore::new(config.max_streams)),
+                quotas: quota::Quotas::new(config.quotas.clone()),
                 config,
                 running: Mutex::new(HashMap::new()),
                 shutdown,
-                push_policy,
                 watch: watch::Watch::default(),
-                rate,
+                agent_limit: handles.agent_limit,
                 lease: takeover::LeaseClock::default(),
                 outbox: std::sync::OnceLock::new(),
             }),
@@ -218,10 +210,10 @@ impl A2aService {
     }
 
     /// Starts the service's own loops, each until shutdown: the followers' watch, other
-    /// replicas' control messages, the sweep of expired idempotency keys and the cards'
-    /// rebuild on an agent's change. Started by the caller, not by [`A2aService::new`], so
-    /// that whoever starts them keeps their handles and joins them at shutdown
-    /// (`crate::gateway::Gateway`). Must be called inside a tokio runtime.
+    /// replicas' control messages and the sweep of expired idempotency keys. Started by the
+    /// caller, not by [`A2aService::new`], so that whoever starts them keeps their handles and
+    /// joins them at shutdown (`crate::gateway::Gateway`). Must be called inside a tokio
+    /// runtime.
     pub fn start_background(&self) -> Vec<JoinHandle<()>> {
         vec![
             self.inner
@@ -229,7 +221,6 @@ impl A2aService {
                 .run(self.inner.store.clone(), self.inner.shutdown.clone()),
             self.listen_for_control(),
             self.sweep_expired_keys(),
-            self.rebuild_cards_on_change(),
         ]
     }
 
@@ -245,23 +236,6 @@ impl A2aService {
             settings,
             shutdown,
         ));
-    }
-
-    /// Rebuilds the cards whenever an agent reports a card or health change, until shutdown.
-    fn rebuild_cards_on_change(&self) -> JoinHandle<()> {
-        let mut changes = self.inner.agents.changes();
-        let inner = Arc::downgrade(&self.inner);
-        let shutdown = self.inner.shutdown.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    changed = changes.changed() => if changed.is_err() { return },
-                }
-                let Some(inner) = inner.upgrade() else { return };
-                A2aService { inner }.rebuild_cards();
-            }
-        })
     }
 
     /// Waits (at most `limit`) until every upstream agent has tried its first card fetch.
@@ -323,69 +297,9 @@ impl A2aService {
         self.inner.running_turns()
     }
 
-    pub fn keep_alive(&self) -> Duration {
-        Duration::from_secs(self.inner.config.limits.keep_alive_secs.max(1))
-    }
-
-    /// Whether `[auth]` is configured (callers are authenticated).
-    pub fn auth_enabled(&self) -> bool {
-        self.inner.auth.is_some()
-    }
-
-    /// The rate limiter, when `[limits.rate]` sets a limit (`bindings::pipeline` checks it).
-    pub fn rate_limiter(&self) -> Option<&RateLimiter> {
-        self.inner.rate.as_deref()
-    }
-
-    pub fn max_body_bytes(&self) -> usize {
-        self.inner.config.limits.max_body_bytes
-    }
-
-    /// `[limits.edge]`: the caps on a request's head the pipeline parses.
     /// The agents this gateway routes to (the admin API adds and removes upstream ones).
     pub fn agent_registry(&self) -> &AgentRegistry {
         &self.inner.agents
-    }
-
-    /// The configuration file's settings (as the gateway started with them).
-    pub fn file_config(&self) -> &FileConfig {
-        &self.inner.config
-    }
-
-    /// `[limits] max_hops`: the highest `A2A-Hop-Count` a request may carry.
-    pub fn max_hops(&self) -> u32 {
-        self.inner.config.limits.max_hops
-    }
-
-    pub fn edge_limits(&self) -> &crate::limits::EdgeConfig {
-        &self.inner.config.limits.edge
-    }
-
-    /// `[limits.connections]` and how clients are told apart by address (`[limits.rate]`).
-    pub fn connection_limits(
-        &self,
-    ) -> (
-        &crate::limits::ConnectionsConfig,
-        crate::limits::ClientAddressing,
-    ) {
-        let limits = &self.inner.config.limits;
-        (&limits.connections, limits.rate.addressing())
-    }
-
-    /// Sets `ctx.owner` to the caller's principal; without `[auth]` it stays `anonymous`.
-    /// Every request runs this before any operation (`bindings::pipeline`).
-    pub async fn authenticate(
-        &self,
-        ctx: &mut RequestContext,
-        creds: Credentials<'_>,
-    ) -> Result<(), Rejection> {
-        if let Some(auth) = &self.inner.auth {
-            let principal = auth.authenticate(creds).await?;
-            ctx.owner = principal.owner.clone();
-            ctx.authenticated = true;
-            ctx.principal = Some(principal);
-        }
-        Ok(())
     }
 
     /// Required extensions the client did not activate → ExtensionSupportRequired; returns the
@@ -431,7 +345,7 @@ impl A2aService {
     }
 
     fn require_streaming(&self) -> Result<(), A2aError> {
-        if self.inner.config.card.streaming {
+        if self.inner.config.streaming {
             Ok(())
         } else {
             Err(A2aError::UnsupportedOperation(

@@ -25,7 +25,24 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-pub use crate::config::OutboxSettings;
+/// The outbox relay's settings (`A2A_OUTBOX_RELAY_AFTER_MS`, `A2A_REDIS_INLINE_MAX_BYTES`, which
+/// `crate::config` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboxSettings {
+    /// An outbox row this old is left behind: any replica relays it.
+    pub relay_after: Duration,
+    /// Events encoded larger than this many bytes are announced on the bus, not carried.
+    pub inline_max: usize,
+}
+
+impl Default for OutboxSettings {
+    fn default() -> Self {
+        Self {
+            relay_after: Duration::from_secs(5),
+            inline_max: a2a_bus::DEFAULT_INLINE_MAX,
+        }
+    }
+}
 
 /// Acknowledged commits waiting for their rows' delete; beyond it an acknowledgement is
 /// dropped (`a2a_outbox_ack_dropped_total`) and its row relayed again later, once.

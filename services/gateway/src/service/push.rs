@@ -15,7 +15,7 @@ const MAX_PAGE_SIZE: i32 = 100;
 
 impl A2aService {
     pub(crate) fn require_push(&self) -> Result<(), A2aError> {
-        if self.inner.config.card.push_notifications {
+        if self.inner.config.push_notifications {
             Ok(())
         } else {
             Err(A2aError::PushNotificationNotSupported)
@@ -38,7 +38,7 @@ impl A2aService {
     ) -> Result<TaskPushNotificationConfig, A2aError> {
         self.require_push()?;
         validate::required_id(&cfg.task_id, "taskId")?;
-        validate::push_config(&cfg, "", &self.inner.push_policy)?;
+        validate::push_config(&cfg, "", &self.inner.config.push_policy)?;
         if cfg.id.is_empty() {
             cfg.id = uuid::Uuid::now_v7().to_string();
         }

@@ -343,7 +343,7 @@ impl A2aService {
             .map_err(|_| {
                 A2aError::Unavailable(format!(
                     "too many open streams (limit {}); retry later",
-                    self.inner.config.limits.max_streams
+                    self.inner.config.max_streams
                 ))
             })?;
         Ok(StreamPermit {

@@ -2,7 +2,7 @@
 //! payload being the RFC 8785 canonical JSON of the card without its `signatures` member.
 //!
 //! The gateway signs every card it serves ([`CardSigner`], applied where a card document is
-//! built, `service::card`) with the first of the push signing keys, whose public halves it
+//! built, `crate::cards`) with the first of the push signing keys, whose public halves it
 //! already publishes at `/.well-known/jwks.json`: the protected header names that JWKS (`jku`)
 //! and the key (`kid`), so one key set verifies push deliveries and cards, and rotation works
 //! for both the same way (a card signed with a key that is still published keeps verifying).

@@ -38,8 +38,9 @@ use futures::StreamExt;
 use super::rate_headers::RateLimitHeaders;
 use super::{extensions_header, request_context};
 use crate::auth::{Credentials, Rejection};
+use crate::gateway::Gateway;
 use crate::limits::Allowance;
-use crate::service::{A2aService, Dialects, EventStream, RequestContext};
+use crate::service::{Dialects, EventStream, RequestContext};
 
 mod call_metrics;
 mod span;
@@ -207,7 +208,7 @@ impl Call {
     /// `mutualTLS`.
     pub async fn admit(
         &self,
-        svc: &A2aService,
+        gw: &Gateway,
         headers: &HeaderMap,
         query: Option<&str>,
         peer: Option<IpAddr>,
@@ -227,7 +228,7 @@ impl Call {
             );
             let _ = self.span.set(span);
         }
-        let rate = svc.rate_limiter();
+        let rate = gw.rate_limiter();
         // At most two checks pass: the IP's and the principal's (no allocation for them).
         let mut passed: [Option<Allowance>; 2] = [None, None];
         // The client IP's limit first: the cheapest refusal, before any header is parsed.
@@ -237,19 +238,15 @@ impl Call {
         {
             passed[0] = rate.check_ip(ip, cost).await.map_err(Refusal::Limited)?;
         }
-        let mut ctx = request_context(headers, query, self.dialects, svc.edge_limits())
+        let mut ctx = request_context(headers, query, self.dialects, gw.edge_limits())
             .map_err(Refusal::Invalid)?;
         // Loop protection, before authentication and anything else that costs.
-        if ctx.hops > svc.max_hops() {
-            tracing::warn!(
-                hops = ctx.hops,
-                max = svc.max_hops(),
-                "request loop refused"
-            );
+        if ctx.hops > gw.max_hops() {
+            tracing::warn!(hops = ctx.hops, max = gw.max_hops(), "request loop refused");
             metrics::counter!("a2a_request_loops_total").increment(1);
             return Err(Refusal::Invalid(super::request_loop(
                 ctx.hops,
-                svc.max_hops(),
+                gw.max_hops(),
             )));
         }
         if let Some(cost) = cost {
@@ -269,7 +266,7 @@ impl Call {
             client_cert,
         };
         // In the span: a refusal's log line carries the trace id.
-        let auth = self.span().in_span(svc.authenticate(&mut ctx, creds));
+        let auth = self.span().in_span(gw.authenticate(&mut ctx, creds));
         if let Err(r) = auth.await {
             metrics::counter!("a2a_auth_failures_total", "reason" => r.reason).increment(1);
             return Err(Refusal::Unauthorized(r));
@@ -282,7 +279,10 @@ impl Call {
                 .await
                 .map_err(Refusal::Limited)?;
         }
-        let activated = svc.check_extensions(&ctx).map_err(Refusal::Invalid)?;
+        let activated = gw
+            .service()
+            .check_extensions(&ctx)
+            .map_err(Refusal::Invalid)?;
         Ok(Admitted {
             ctx,
             extensions: extensions_header(&activated),

@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 use self::routes::{NoRoute, Op, Route};
 use super::pipeline::{Binding, Call};
 use super::{check_content_type, decode, refused, sse};
+use crate::gateway::Gateway;
 use crate::service::{A2aService, CardDocument, Dialects, EventStream, RequestContext, SeqEvent};
 use crate::tls::PeerCert;
 
@@ -49,7 +50,7 @@ use super::{A2A_JSON, JSON};
 
 /// The routes of the binding; every path under [`PREFIX`] reaches one handler, which matches the
 /// path itself (see [`routes`]).
-pub fn routes() -> Router<A2aService> {
+pub fn routes() -> Router<Gateway> {
     Router::new()
         .route(PREFIX, any(handle))
         .route(&format!("{PREFIX}/"), any(handle))
@@ -66,7 +67,7 @@ enum Reply {
 }
 
 async fn handle(
-    State(svc): State<A2aService>,
+    State(gw): State<Gateway>,
     peer: Option<Extension<ConnectInfo<std::net::SocketAddr>>>,
     method: Method,
     uri: Uri,
@@ -121,7 +122,7 @@ async fn handle(
         Ok(b) => b,
         Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
             let err = A2aError::PayloadTooLarge {
-                limit: svc.max_body_bytes(),
+                limit: gw.max_body_bytes(),
             };
             return failed(call, &err);
         }
@@ -131,7 +132,7 @@ async fn handle(
     };
     let peer = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
     let admitted = match call
-        .admit(&svc, &headers, uri.query(), peer, cert.0.as_ref())
+        .admit(&gw, &headers, uri.query(), peer, cert.0.as_ref())
         .await
     {
         Ok(a) => a,
@@ -143,14 +144,15 @@ async fn handle(
     };
     // A body that is not JSON is refused at the transport level: 415, not the 1.0.1 table's
     // 400 (which is about a part's media type, see `errors::unsupported_media_type`).
+    let svc = gw.service();
     let outcome = match check_content_type(&headers, &body) {
         Ok(()) => match admitted.ctx.dialect {
             Dialect::V1 => {
-                call.traced(call_op(&svc, &admitted.ctx, route, uri.query(), &body))
+                call.traced(call_op(svc, &admitted.ctx, route, uri.query(), &body))
                     .await
             }
             Dialect::V03 => {
-                call.traced(v03::call_op(&svc, &admitted.ctx, route, uri.query(), &body))
+                call.traced(v03::call_op(svc, &admitted.ctx, route, uri.query(), &body))
                     .await
             }
         },
@@ -182,10 +184,10 @@ async fn handle(
                 .into_response()
         }
         Ok(Reply::Stream(events, None)) => {
-            sse::respond(call.stream(events), svc.keep_alive(), sse_data)
+            sse::respond(call.stream(events), gw.keep_alive(), sse_data)
         }
         Ok(Reply::Stream(events, Some(end))) => {
-            sse::respond(call.stream(events), svc.keep_alive(), move |item| {
+            sse::respond(call.stream(events), gw.keep_alive(), move |item| {
                 v03::sse_data(item, end)
             })
         }

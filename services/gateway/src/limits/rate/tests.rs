@@ -5,7 +5,7 @@ use crate::config::FileConfig;
 
 fn limiter(toml: &str) -> Arc<RateLimiter> {
     let file = FileConfig::parse(toml).unwrap();
-    RateLimiter::start(&file.limits.rate, CancellationToken::new()).expect("limits are set")
+    RateLimiter::new(&file.limits.rate).expect("limits are set")
 }
 
 #[tokio::test]
@@ -106,14 +106,14 @@ fn the_client_ip_header_wins_when_configured() {
     let peer: IpAddr = "127.0.0.1".parse().unwrap();
     let mut headers = HeaderMap::new();
     headers.insert("x-forwarded-for", "1.2.3.4, 5.6.7.8".parse().unwrap());
-    let off = RateLimiter::start(&rl_off, CancellationToken::new()).unwrap();
+    let off = RateLimiter::new(&rl_off).unwrap();
     assert_eq!(off.client_ip(&headers, Some(peer)), Some(peer));
     let on = RateConfig {
         client_ip_header: Some("X-Forwarded-For".into()),
         trusted_proxies: vec!["127.0.0.1".into()],
         ..rl_off.clone()
     };
-    let on = RateLimiter::start(&on, CancellationToken::new()).unwrap();
+    let on = RateLimiter::new(&on).unwrap();
     assert_eq!(
         on.client_ip(&headers, Some(peer)),
         Some("5.6.7.8".parse().unwrap())

@@ -70,7 +70,7 @@ impl A2aService {
                 if !opts.return_immediately && !is_settled(state_of(&task)) {
                     let bus = self.subscribe_late(&task_id).await;
                     let events = self.follow_blocking(ctx, &task_id, seq, bus);
-                    let limit = Duration::from_secs(self.inner.config.limits.blocking_timeout_secs);
+                    let limit = self.inner.config.blocking_timeout;
                     // On timeout the caller gets the task as it is; it keeps running.
                     if let Ok(result) = tokio::time::timeout(limit, settle(&mut task, events)).await
                     {
@@ -169,14 +169,13 @@ impl A2aService {
         if let Some(m) = &req.message {
             crate::test_panics::test_panic(m, "request");
         }
-        let idempotency = &self.inner.config.idempotency;
+        let config = &self.inner.config;
         // The fingerprint is of the request as sent, before ids are minted below.
-        let key = match idempotency::key_of(ctx, &req, idempotency.message_id) {
+        let key = match idempotency::key_of(ctx, &req, config.message_id_keys) {
             Some(key) => Some((key.to_owned(), idempotency::fingerprint(&req)?)),
             None => None,
         };
-        let limits = &self.inner.config.limits;
-        let checked = validate::message(req.message.as_ref(), limits.max_parts)?;
+        let checked = validate::message(req.message.as_ref(), config.max_parts)?;
         super::super::depth::check_request(checked, req.metadata.as_ref())?;
         // Taken, not copied: the request is done with once validated.
         let mut message = req.message.take().unwrap_or_default();
@@ -189,7 +188,7 @@ impl A2aService {
                 validate::push_config(
                     &p,
                     "configuration.taskPushNotificationConfig.",
-                    &self.inner.push_policy,
+                    &config.push_policy,
                 )?;
                 Some(p)
             }
@@ -251,9 +250,9 @@ impl A2aService {
         if !req.tenant.is_empty() {
             ctx.span.set_str("a2a.tenant", &req.tenant);
         }
-        if let (Some(auth), Some(principal)) = (&self.inner.auth, &ctx.principal) {
+        if let (Some(policy), Some(principal)) = (&self.inner.skills, &ctx.principal) {
             let skills = agent.skills();
-            auth.authorize_skills(principal, skills.iter().map(|s| s.id.as_str()))?;
+            policy.authorize(principal, skills.iter().map(|s| s.id.as_str()))?;
         }
         let modes = agent.input_modes();
         if let Some(p) = message
@@ -268,8 +267,8 @@ impl A2aService {
         }
         // The agent's limit protects it (an upstream) from all callers together; checked once
         // the send is known to be valid and routed, before anything is claimed or dispatched.
-        if let Some(rate) = self.rate_limiter() {
-            rate.check_agent(agent.name(), ctx.cost).await?;
+        if let Some(limit) = &self.inner.agent_limit {
+            limit.check(agent.name(), ctx.cost).await?;
         }
         let opts = SendOptions {
             history_length,
@@ -284,7 +283,7 @@ impl A2aService {
                     fingerprint,
                     task_id: message.task_id.clone(),
                     after_seq: continues.unwrap_or(0),
-                    ttl: Duration::from_secs(idempotency.ttl_secs),
+                    ttl: Duration::from_secs(config.idempotency_ttl_secs),
                 };
                 match self.claim_key(claim).await? {
                     Keyed::Dispatch(hold) => Some(hold),

@@ -222,7 +222,7 @@ impl A2aService {
             return runner.fail(e).await;
         }
         // The turn's bound (`max_turn_secs`) runs from here: the agent starts on it.
-        let max_turn = self.max_turn(turn.agent.name());
+        let max_turn = self.inner.config.turns.of(turn.agent.name());
         let deadline = async move {
             match max_turn {
                 Some(limit) => tokio::time::sleep(limit).await,
@@ -310,22 +310,6 @@ impl A2aService {
                 result = &mut agent_run, if agent_result.is_none() => agent_result = Some(result),
             }
         }
-    }
-}
-
-impl A2aService {
-    /// The bound on one turn of `agent`: its `[[agents]] max_turn_secs`, else
-    /// `[limits] builtin_max_turn_secs`, else `[limits] max_turn_secs`; `None` when that is 0.
-    fn max_turn(&self, agent: &str) -> Option<Duration> {
-        let config = &self.inner.config;
-        let secs = config
-            .agents
-            .iter()
-            .find(|a| a.name == agent)
-            .and_then(|a| a.max_turn_secs)
-            .or_else(|| config.limits.builtin_max_turn_secs.get(agent).copied())
-            .unwrap_or(config.limits.max_turn_secs);
-        (secs > 0).then(|| Duration::from_secs(secs))
     }
 }
 

@@ -38,18 +38,18 @@ const FOUR_CHUNKS_COMPLETED: [&str; 7] = [
 
 fn service(config: &str) -> (A2aService, Arc<MemoryTaskStore>) {
     let store = Arc::new(MemoryTaskStore::new());
-    let svc = A2aService::new(
-        store.clone(),
-        Arc::new(LocalEventBus::new()),
-        AgentRegistry::builtin(),
-        FileConfig::parse(config).unwrap(),
-        "http://localhost:8080",
-        CancellationToken::new(),
-        None,
-    );
-    // Detached, as the gateway's are until its drain: the tests never shut the service down.
-    drop(svc.start_background());
-    (svc, store)
+    // Assembled as the gateway assembles it; its loops run detached (the tests never shut the
+    // service down).
+    let gw = crate::gateway::Gateway::start(crate::gateway::Parts {
+        store: store.clone(),
+        bus: Arc::new(LocalEventBus::new()),
+        agents: AgentRegistry::builtin(),
+        config: FileConfig::parse(config).unwrap(),
+        public_url: "http://localhost:8080".into(),
+        shutdown: CancellationToken::new(),
+        keys: None,
+    });
+    (gw.service().clone(), store)
 }
 
 /// A user message carrying a `scenario` script.
