@@ -20,6 +20,10 @@ use crate::stats::Stats;
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub marks: Vec<(&'static str, Duration)>,
+    /// Named durations that are not points after the start (e.g. how much later a subscriber
+    /// on another replica got an event than one on the replica that made it), recorded as
+    /// they are, without the operation's queueing delay.
+    pub spans: Vec<(&'static str, Duration)>,
 }
 
 /// A failed operation: `kind` is what the summary counts (an A2A reason such as
@@ -125,6 +129,9 @@ impl Recorder {
                 let queued = started - intended;
                 for (name, after) in outcome.marks {
                     stats.extra(name, queued + after);
+                }
+                for (name, span) in outcome.spans {
+                    stats.extra(name, span);
                 }
             }
             Err(f) => {
@@ -274,6 +281,7 @@ mod tests {
             async move {
                 tokio::time::sleep(d).await;
                 Ok(Outcome {
+                    spans: Vec::new(),
                     marks: vec![("half", d / 2)],
                 })
             }

@@ -286,6 +286,7 @@ async fn send_async(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failu
     }
     check_finished(&current, o.expect)?;
     Ok(Outcome {
+        spans: Vec::new(),
         marks: vec![("accepted", accepted)],
     })
 }
@@ -295,10 +296,22 @@ async fn send_async(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failu
 /// Returns when the first event arrived and the final state.
 /// With `resume_after`, the SSE ids must go on from there one by one (no event lost).
 async fn follow(
+    events: a2a_client::EventStream,
+    started: Instant,
+    expect_task: Option<&str>,
+    resume_after: Option<u64>,
+) -> Result<(Duration, Option<TaskState>, String), Failure> {
+    follow_timed(events, started, expect_task, resume_after, &mut Vec::new()).await
+}
+
+/// [`follow`], recording when each event after the first (the task snapshot a subscription
+/// starts with, read from the store) arrived, by its sequence number.
+async fn follow_timed(
     mut events: a2a_client::EventStream,
     started: Instant,
     expect_task: Option<&str>,
     resume_after: Option<u64>,
+    arrivals: &mut Vec<(u64, Instant)>,
 ) -> Result<(Duration, Option<TaskState>, String), Failure> {
     let mut first = None;
     let mut task_id = expect_task.map(str::to_owned);
@@ -317,6 +330,9 @@ async fn follow(
                 return Err(check("gap", format!("SSE id {seq} after {last_seq:?}")));
             }
             last_seq = Some(seq);
+            if count > 1 {
+                arrivals.push((seq, Instant::now()));
+            }
         }
         let (tid, new_state) = match ev.response.payload {
             Some(stream_response::Payload::Task(t)) => {
@@ -381,13 +397,15 @@ async fn stream(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> 
         check_state(state, o, &id)?;
     }
     Ok(Outcome {
+        spans: Vec::new(),
         marks: vec![("first_event", first)],
     })
 }
 
 /// Creates a task (returnImmediately; give the agent time to run, e.g. the `scenario` agent's
 /// `{"chunks": 20, "delayMs": 10}`), then follows it with `subscribers` SubscribeToTask streams
-/// spread over the connections; the operation ends when every subscriber saw the end.
+/// spread over the connections, and one more on the task's own replica (the reference for
+/// `cross_replica_event`); the operation ends when every subscriber saw the end.
 async fn subscribe(
     c: &A2aClient,
     all: &[A2aClient],
@@ -403,8 +421,10 @@ async fn subscribe(
         Some(send_message_response::Payload::Task(task)) => task.id,
         other => return Err(check("answer", format!("expected a task, got {other:?}"))),
     };
-    let followers = (0..o.subscribers.max(1)).map(|i| {
-        let client = all[(n as usize + i + 1) % all.len()].clone();
+    // One more subscriber, on the replica that made the task (`--url`), as the reference: each
+    // event reaches it as soon as its replica has published it, so the others' arrival minus its
+    // arrival is what following from another replica adds (`cross_replica_event`).
+    let follow_on = |client: A2aClient| {
         let id = id.clone();
         async move {
             let events = client
@@ -414,14 +434,33 @@ async fn subscribe(
                 })
                 .await
                 .map_err(client_failure)?;
-            let (first, state, _) = follow(events, started, Some(&id), None).await?;
+            let mut arrivals = Vec::new();
+            let (first, state, _) =
+                follow_timed(events, started, Some(&id), None, &mut arrivals).await?;
             check_state(state, o, &id)?;
-            Ok::<_, Failure>(first)
+            Ok::<_, Failure>((first, arrivals))
         }
-    });
-    let firsts = futures::future::try_join_all(followers).await?;
+    };
+    let followers =
+        (0..o.subscribers.max(1)).map(|i| follow_on(all[(n as usize + i + 1) % all.len()].clone()));
+    let (reference, firsts) = futures::future::try_join(
+        follow_on(c.clone()),
+        futures::future::try_join_all(followers),
+    )
+    .await?;
+    let here: std::collections::HashMap<u64, Instant> = reference.1.into_iter().collect();
+    let spans = firsts
+        .iter()
+        .flat_map(|(_, arrivals)| arrivals)
+        .filter_map(|(seq, at)| here.get(seq).map(|h| at.saturating_duration_since(*h)))
+        .map(|lag| ("cross_replica_event", lag))
+        .collect();
     Ok(Outcome {
-        marks: vec![("subscribed", firsts.into_iter().max().unwrap_or_default())],
+        marks: vec![(
+            "subscribed",
+            firsts.iter().map(|(f, _)| *f).max().unwrap_or_default(),
+        )],
+        spans,
     })
 }
 
@@ -465,6 +504,7 @@ async fn push(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> {
         ));
     }
     Ok(Outcome {
+        spans: Vec::new(),
         marks: vec![("accepted", accepted)],
     })
 }
@@ -523,6 +563,7 @@ async fn resume(c: &A2aClient, o: &Options, n: u64) -> Result<Outcome, Failure> 
     let (first, state, _) = follow(events, resumed_at, Some(&id), Some(last)).await?;
     check_state(state, o, &id)?;
     Ok(Outcome {
+        spans: Vec::new(),
         marks: vec![("resumed_first_event", resumed_at - started + first)],
     })
 }
