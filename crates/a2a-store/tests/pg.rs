@@ -162,6 +162,8 @@ impl TaskStore for TestStore {
 
 #[path = "pg/health.rs"]
 mod health;
+#[path = "pg/outbox.rs"]
+mod outbox;
 #[path = "pg/registry.rs"]
 mod registry;
 #[path = "pg/retention.rs"]

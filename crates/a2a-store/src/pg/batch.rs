@@ -60,12 +60,24 @@ impl AppendJob {
 /// are missing were refused (duplicate id, or the sequence guard).
 pub(super) type Outcome = HashMap<String, i64>;
 
-/// Commits `creates` and `appends` (all for distinct tasks) in one statement.
+/// What a statement did: its jobs' [`Outcome`], and the outbox rows `(task id, seq)` it deleted
+/// of those it was handed as published.
+#[derive(Default)]
+pub(super) struct Done {
+    pub outcome: Outcome,
+    pub forgotten: Vec<(String, i64)>,
+}
+
+/// Commits `creates` and `appends` (all for distinct tasks) in one statement, which also
+/// deletes the outbox rows of `published` commits (task id, last sequence number): their
+/// events were acknowledged by the bus, so the delete rides on a commit that happens anyway
+/// instead of costing a transaction of its own (see `write::Writer::forget`).
 pub(super) async fn execute(
     conn: &mut PgConnection,
     creates: &[&CreateJob],
     appends: &[&AppendJob],
-) -> Result<Outcome, sqlx::Error> {
+    published: &[(&str, i64)],
+) -> Result<Done, sqlx::Error> {
     let c = CreateParts::of(creates);
     let a = AppendParts::of(appends);
     let mut n = 0;
@@ -73,11 +85,26 @@ pub(super) async fn execute(
     let mut results = Vec::new();
     if !creates.is_empty() {
         c.sql(&mut n, &mut ctes);
-        results.push("SELECT id, 0::int8 AS seq FROM c_created");
+        results.push("SELECT id, 0::int8 AS seq, false AS gone FROM c_created");
     }
     if !appends.is_empty() {
         a.sql(&mut n, &mut ctes);
-        results.push("SELECT id, seq FROM a_updated");
+        results.push("SELECT id, seq, false AS gone FROM a_updated");
+    }
+    if !published.is_empty() {
+        // Rows a relay pass holds (`FOR UPDATE` in `outbox::relay`) are skipped, not waited
+        // for: the write never waits on a bus publish, and the relay deletes them itself.
+        // Rows are never updated, so a concurrent delete is all a lock can run into.
+        let [ids, seqs] = params(&mut n);
+        ctes.push(format!(
+            "o_claimed AS (SELECT o.task_id, o.seq FROM event_outbox o \
+               JOIN unnest(${ids}::text[], ${seqs}::int8[]) AS d(task_id, seq) \
+                 ON o.task_id = d.task_id AND o.seq = d.seq \
+             FOR UPDATE OF o SKIP LOCKED), \
+             o_done AS (DELETE FROM event_outbox o USING o_claimed d \
+             WHERE o.task_id = d.task_id AND o.seq = d.seq RETURNING o.task_id, o.seq)"
+        ));
+        results.push("SELECT task_id AS id, seq, true AS gone FROM o_done");
     }
     // How the owners' stored bytes and open tasks changed, in this connection's own slot (see
     // migrations 0011 and 0016): a create of a task that is not terminal opens one, an append
@@ -111,10 +138,22 @@ pub(super) async fn execute(
     if !appends.is_empty() {
         query = a.bind(query, appends);
     }
+    if !published.is_empty() {
+        query = query
+            .bind(published.iter().map(|(t, _)| *t).collect::<Vec<_>>())
+            .bind(published.iter().map(|(_, s)| *s).collect::<Vec<_>>());
+    }
     let rows = query.fetch_all(conn).await?;
-    rows.iter()
-        .map(|r| Ok((r.try_get("id")?, r.try_get("seq")?)))
-        .collect()
+    let mut done = Done::default();
+    for r in &rows {
+        let (id, seq): (String, i64) = (r.try_get("id")?, r.try_get("seq")?);
+        if r.try_get("gone")? {
+            done.forgotten.push((id, seq));
+        } else {
+            done.outcome.insert(id, seq);
+        }
+    }
+    Ok(done)
 }
 
 /// `$n` placeholders in order.

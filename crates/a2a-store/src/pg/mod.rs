@@ -25,9 +25,11 @@
 //!   `purge_tasks` (up to its limit of tasks with all their rows), `purge_stale_leases`:
 //!   1 statement; `claim_key`: a share of one batched statement (`claims.rs`); `take_over`: 2.
 //! - outbox (`outbox.rs`): every create and append writes its row inside its own statement
-//!   (no round trip of its own); `outbox_published`: 1 statement for every commit acknowledged
-//!   since the last one, on a connection of its own without synchronous commit (a delete lost
-//!   in a crash only publishes its commit again); `relay_outbox`: a transaction of 2-3 statements per pass;
+//!   (no round trip of its own); `outbox_published`: no statement of its own while writes go
+//!   on (its delete rides on the next batch statement, `write::Writer::forget`), else, after
+//!   100 ms, 1 statement for every commit acknowledged since the last one, on a connection of
+//!   its own without synchronous commit (a delete lost in a crash only publishes its commit
+//!   again); `relay_outbox`: a transaction of 2-3 statements per pass;
 //!   `outbox_depth`: 1.
 //! - `ping`: 1 statement on the dedicated health connection (`health.rs`), bounded; until the
 //!   schema matched once, the read of `_sqlx_migrations` instead.
@@ -474,7 +476,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn outbox_published(&self, commits: &[(String, u64)]) -> StoreResult<u64> {
-        outbox::delete(&self.outbox, commits).await
+        self.writer.forget(&self.outbox, commits).await
     }
 
     async fn relay_outbox(

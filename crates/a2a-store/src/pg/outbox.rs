@@ -3,7 +3,9 @@
 //! Every batch statement (`batch.rs`) inserts one `event_outbox` row per commit, beside the
 //! commit's events and in the same transaction. What happens to the rows afterwards:
 //! - the committing replica publishes the commit's events and, once the bus acknowledged them,
-//!   deletes the row ([`delete`]: one statement for every commit acknowledged meanwhile);
+//!   deletes the row: inside the next write's statement (`batch.rs`, `write::Writer::forget`),
+//!   so a commit costs one transaction, not two; or, when no write comes within a linger,
+//!   alone ([`delete`]: one statement for every commit acknowledged meanwhile);
 //! - rows that stay (the replica died between commit and publish, or the bus was unreachable)
 //!   are relayed by any replica ([`relay`]): claimed with `FOR UPDATE SKIP LOCKED` once older
 //!   than a threshold, their events read back from the log, published, and deleted in the same

@@ -55,10 +55,10 @@ pub(super) async fn create_with(
     push: InlinePush,
 ) -> StoreResult<bool> {
     let mut tx = pool.begin().await.map_err(db_error)?;
-    let outcome = batch::execute(&mut tx, &[job], &[])
+    let done = batch::execute(&mut tx, &[job], &[], &[])
         .await
         .map_err(db_error)?;
-    if !outcome.contains_key(&job.id) {
+    if !done.outcome.contains_key(&job.id) {
         return Ok(false); // the transaction rolls back as it drops
     }
     let config = TaskPushNotificationConfig {

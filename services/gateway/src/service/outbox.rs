@@ -3,8 +3,9 @@
 //!
 //! - *Fast path*: the committing replica publishes right after its commit
 //!   ([`A2aService::publish`]) and, once the bus acknowledged, hands `(task id, last seq)` to
-//!   [`Outbox::published`]; one task deletes the rows so acknowledged in batches (one statement
-//!   for everything acknowledged meanwhile).
+//!   [`Outbox::published`]; one task deletes the rows so acknowledged in batches (on
+//!   PostgreSQL inside the next write's own statement, so no transaction of their own while
+//!   writes go on; alone after a short linger otherwise).
 //! - *Left behind*: every replica relays, every [`RELAY_EVERY`], the rows older than
 //!   `relay_after` (`A2A_OUTBOX_RELAY_AFTER_MS`): a replica killed between commit and publish,
 //!   a publish that failed (Redis unreachable), a delete that failed. The store claims them with
