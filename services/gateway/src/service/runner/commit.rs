@@ -3,14 +3,25 @@
 //! retried through a store outage where losing it would strand the task.
 
 use a2a_store::{InlinePush, NewTask, StoreError, StoredEvent, TaskChange};
+use std::time::Duration;
+
 use a2a_types::A2aError;
-use a2a_types::state::is_settled;
+use a2a_types::state::{is_settled, is_terminal, state_of};
 use a2a_types::v1::{StreamResponse, Task, TaskPushNotificationConfig, TaskState, TaskStatus};
 use a2a_types::wkt::Timestamp;
 
 use super::super::store_error;
 use super::state::{Current, Runner};
 use super::through_outage;
+
+/// How long a create whose answer was lost is left before it is read back: a COMMIT still in
+/// flight when its connection dropped lands (or is abandoned) meanwhile, so that a read finding
+/// nothing means nothing was stored.
+const LOST_CREATE_GRACE: Duration = Duration::from_secs(1);
+
+/// The status message of a task whose create was stored although its caller was refused.
+const LOST_CREATE_FAILURE: &str = "the task store was unreachable when this task was created; \
+     the caller was told to retry";
 
 impl Runner<'_> {
     /// Creates the task (sequence 1) with the staged events after it and the send's inline push
@@ -85,26 +96,87 @@ impl Runner<'_> {
     /// dropped for a PostgreSQL restart); one without fails at once, as a new request does
     /// then. A retry refused as a duplicate found its own earlier attempt, committed although
     /// its answer was lost (the task id was minted for this send): it reads it back.
+    ///
+    /// A create that fails with the store unreachable (at once, or past the patience) may have
+    /// committed all the same, its answer lost: the caller is told `Unavailable` at once, and
+    /// the runner settles the outcome after (`Runner::settle_lost_create`).
     pub(super) async fn create_through_outage(
-        &self,
+        &mut self,
         new: NewTask,
         changes: Vec<TaskChange>,
     ) -> Result<(Vec<StoredEvent>, Task), A2aError> {
-        let store = &self.svc.inner.store;
-        if new.push.is_none() {
-            let created = store.create_with(new, changes).await;
-            return created.map_err(|e| store_error(self.task_id(), e));
+        let svc = self.svc;
+        let store = &svc.inner.store;
+        let result = if new.push.is_none() {
+            store.create_with(new, changes).await
+        } else {
+            let (result, retried) = through_outage(
+                self.task_id(),
+                "the task's write with its push config",
+                || store.create_with(new.clone(), changes.clone()),
+            )
+            .await;
+            match result {
+                Err(StoreError::Duplicate(_)) if retried => return self.read_back(0).await,
+                other => other,
+            }
+        };
+        if let Err(StoreError::Unavailable(_)) = &result {
+            self.create_unknown = true;
         }
-        let (result, retried) = through_outage(
-            self.task_id(),
-            "the task's write with its push config",
-            || store.create_with(new.clone(), changes.clone()),
+        result.map_err(|e| store_error(self.task_id(), e))
+    }
+
+    /// Settles a create whose outcome is unknown (`create_unknown`), once its caller has been
+    /// told `Unavailable`. That caller retries as a new send (its idempotency key is freed here
+    /// at once) and never learns this task's id, minted for the send: a task the create did
+    /// store must neither run on (the work would be done twice) nor stay open with nothing
+    /// running it (under this replica's live dispatch lease no takeover would rescue it, and it
+    /// would count against the owner's `open_tasks_per_owner` for good). So the task is read
+    /// back once the store answers (after [`LOST_CREATE_GRACE`], then retried for up to
+    /// `STORE_OUTAGE_PATIENCE`): stored and not over, it ends FAILED, saying why, through the
+    /// turn's own fenced write (its event published, its push targets told, the owner's
+    /// open-task figure released as the runner ends); not stored, there is nothing to do.
+    /// Meanwhile the agent is not run any further and the task stays claimed here; the turn
+    /// ends, releasing the claim, once this returns. The same for every store: it is all above
+    /// the store trait.
+    pub(super) async fn settle_lost_create(&mut self) {
+        drop(self.key.take());
+        tokio::time::sleep(LOST_CREATE_GRACE).await;
+        let (svc, turn) = (self.svc, self.turn);
+        let (owner, task_id) = (&turn.owner, turn.request.task_id.as_str());
+        let (found, _) = through_outage(
+            task_id,
+            "reading back a create whose answer was lost",
+            || svc.inner.store.get(owner, task_id, Some(0)),
         )
         .await;
-        match result {
-            Ok(done) => Ok(done),
-            Err(StoreError::Duplicate(_)) if retried => self.read_back(0).await,
-            Err(e) => Err(store_error(self.task_id(), e)),
+        let rec = match found {
+            Ok(Some(rec)) => rec,
+            Ok(None) => {
+                tracing::info!(task_id, "the create whose answer was lost was not stored");
+                self.create_unknown = false;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(task_id, error = %e, "cannot tell whether a create whose answer was lost was stored; the task may be left open");
+                return;
+            }
+        };
+        self.create_unknown = false;
+        self.current = Some(Current::of(&rec.task, rec.seq));
+        if is_terminal(state_of(&rec.task)) {
+            return;
+        }
+        tracing::warn!(
+            task_id,
+            "a create whose answer was lost was stored: the task fails"
+        );
+        let failed = self
+            .settle(TaskState::Failed, Some(LOST_CREATE_FAILURE.to_owned()))
+            .await;
+        if let Err(e) = failed {
+            tracing::error!(task_id, error = %e, "cannot fail the task of a create whose answer was lost");
         }
     }
 

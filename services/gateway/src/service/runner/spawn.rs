@@ -189,6 +189,7 @@ impl A2aService {
             pending: Vec::new(),
             upstream: None,
             fenced: false,
+            create_unknown: false,
         };
         let taken_over = turn.resume != Resume::No;
         match (turn.continues, taken_over, &turn.request.task) {
@@ -208,7 +209,8 @@ impl A2aService {
         // Held until the turn ends: the agent's running slot.
         let _permit = match runner.admit().await {
             Ok(permit) => permit,
-            Err(_) if turn.cancel.is_cancelled() => {
+            // A create whose outcome is unknown is settled by `fail` even when canceled.
+            Err(_) if turn.cancel.is_cancelled() && !runner.create_unknown => {
                 if let Err(e) = runner.settle(TaskState::Canceled, None).await {
                     tracing::error!(task_id = %turn.request.task_id, error = %e, "cannot record the cancel");
                 }

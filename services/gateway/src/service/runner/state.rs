@@ -33,16 +33,21 @@ pub(super) struct Runner<'a> {
     /// A write was refused because another replica took the task over: the turn stops here
     /// and writes nothing more (its agent, and so its upstream call, is dropped).
     pub(super) fenced: bool,
+    /// The task's create failed with the store unreachable (`Runner::create_through_outage`):
+    /// it may be stored all the same (its answer lost after the COMMIT). Cleared once the
+    /// outcome is known (`Runner::settle_lost_create`).
+    pub(super) create_unknown: bool,
 }
 
 /// However the runner ends: the owner's remembered open-task figure drops the task it counted
 /// when the turn left it terminal as stored, or (a new task) never stored it
-/// (`Quotas::task_closed`, `service/quota.rs`).
+/// (`Quotas::task_closed`, `service/quota.rs`). A create whose outcome stayed unknown may have
+/// stored the task open: it keeps counting until the next store read says.
 impl Drop for Runner<'_> {
     fn drop(&mut self) {
         let closed = match &self.current {
             Some(current) => is_terminal(current.state),
-            None => self.turn.continues.is_none(),
+            None => self.turn.continues.is_none() && !self.create_unknown,
         };
         if closed {
             self.svc.inner.quotas.task_closed(&self.turn.owner);
@@ -291,6 +296,14 @@ impl Runner<'_> {
                 let _ = tx.send(Err(error));
             }
             return;
+        }
+        if !self.exists() && self.create_unknown {
+            // Told at once, as when nothing was stored; then the runner finds out whether
+            // something was after all.
+            if let Some(tx) = self.first_tx.take() {
+                let _ = tx.send(Err(error));
+            }
+            return self.settle_lost_create().await;
         }
         if !self.exists()
             && let Some(tx) = self.first_tx.take()
