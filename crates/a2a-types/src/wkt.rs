@@ -1,5 +1,6 @@
 //! `google.protobuf.Timestamp` with the A2A JSON form: RFC 3339 in UTC, ending in `Z`, with
-//! millisecond precision on output; any offset and 0–9 fractional digits accepted on input.
+//! millisecond precision on output; any offset and 0–9 fractional digits accepted on input
+//! (digits past the millisecond are dropped there, so a value reads back as itself).
 //!
 //! Also re-exports `google.protobuf.Struct`, `Value` (with [`value::Kind`]), `ListValue` and
 //! `NullValue`, whose JSON form prints integral numbers as integers (see `wkt_struct.rs`).
@@ -45,10 +46,15 @@ impl Timestamp {
         DateTime::from_timestamp(self.seconds, u32::try_from(self.nanos).ok()?)
     }
 
-    /// Parses any RFC 3339 timestamp (any offset, 0–9 fractional digits).
+    /// Parses any RFC 3339 timestamp (any offset, 0–9 fractional digits), truncated to
+    /// milliseconds: the precision it is printed with, so that a value read from JSON prints
+    /// and reads back as itself (the fuzz target `protojson_requests` found `.6178Z` coming
+    /// back as `.617Z`).
     pub fn parse(s: &str) -> Result<Self, chrono::ParseError> {
         let d = DateTime::parse_from_rfc3339(s)?.with_timezone(&Utc);
-        Ok(Self::from(d))
+        let mut t = Self::from(d);
+        t.nanos -= t.nanos % 1_000_000;
+        Ok(t)
     }
 }
 
@@ -100,6 +106,17 @@ mod tests {
         );
         let t = Timestamp::parse("2026-01-01T00:00:00Z").unwrap();
         assert_eq!(t.to_string(), "2026-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn sub_millisecond_digits_read_from_json_are_dropped_so_it_round_trips() {
+        let t: Timestamp = serde_json::from_str("\"2026-01-02T03:04:05.6178Z\"").unwrap();
+        assert_eq!(t.nanos, 617_000_000);
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"2026-01-02T03:04:05.617Z\"");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).unwrap(), t);
+        let before: Timestamp = serde_json::from_str("\"1969-12-31T23:59:59.9999Z\"").unwrap();
+        assert_eq!(before.to_string(), "1969-12-31T23:59:59.999Z");
     }
 
     #[test]
