@@ -40,6 +40,10 @@ pub struct BusEvent {
     /// W3C `traceparent` of the request whose turn produced the event, so consumers (other
     /// replicas, the push worker) can continue its trace.
     pub trace: Option<String>,
+    /// Whether the push worker gets it too: the task has push configs (or may have: `true`
+    /// when the publisher does not know). Events of tasks without one reach followers only, so
+    /// they cost the worker nothing (issue 27, item 3).
+    pub push: bool,
 }
 
 impl BusEvent {
@@ -52,6 +56,7 @@ impl BusEvent {
             seq,
             event: Arc::new(StreamResponse { payload: None }),
             trace: None,
+            push: true,
         }
     }
 

@@ -49,6 +49,7 @@ pub fn status_event(task_id: &str, seq: u64, state: TaskState) -> BusEvent {
             })),
         }),
         trace: None,
+        push: true,
     }
 }
 

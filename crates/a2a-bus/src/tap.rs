@@ -40,6 +40,11 @@ struct Tapped {
 
 impl Tapped {
     fn tap(&self, event: &BusEvent) {
+        // The tap feeds push delivery: events of tasks without push configs have no business
+        // in it, and would take room from those that do.
+        if !event.push {
+            return;
+        }
         match self.tx.try_send(event.clone()) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -112,6 +117,20 @@ mod tests {
             got,
             [("a".into(), 1), ("b".into(), 1), ("a".into(), 2)].to_vec()
         );
+        assert!(matches!(sub.next().await, Some(BusItem::Event(e)) if e.seq == 1));
+    }
+
+    /// Events of tasks without push configs reach subscribers, not the tap.
+    #[tokio::test]
+    async fn the_tap_skips_tasks_without_push_configs() {
+        let (bus, mut tap) = tapped(Arc::new(LocalEventBus::new()));
+        let mut sub = bus.subscribe("a").await.unwrap();
+        let mut quiet = working("a", 1);
+        quiet.push = false;
+        bus.publish(quiet).await.unwrap();
+        bus.publish(working("b", 1)).await.unwrap();
+        assert_eq!(tap.try_recv().map(|e| e.task_id).ok().as_deref(), Some("b"));
+        assert!(tap.try_recv().is_err());
         assert!(matches!(sub.next().await, Some(BusItem::Event(e)) if e.seq == 1));
     }
 

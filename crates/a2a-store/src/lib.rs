@@ -136,6 +136,10 @@ pub struct StoredEvent {
     /// hold the same event (a deep copy of an event with a task or artifact in it is dozens of
     /// allocations).
     pub event: Arc<StreamResponse>,
+    /// Whether the task has push configs, as the write that committed this event saw it: only
+    /// such events go to the push worker (issue 27, item 3). `true` where it is not known (an
+    /// event read back from the log), so that nothing is kept from the worker by a guess.
+    pub push: bool,
 }
 
 /// One atomic change to a task: an optional client message recorded with
@@ -170,6 +174,7 @@ pub(crate) fn apply_changes(
                 task_id: task.id.clone(),
                 seq,
                 event: Arc::new(change.event),
+                push: true,
             })
         })
         .collect()
@@ -183,7 +188,16 @@ pub(crate) fn created_event(task: &Task) -> StoredEvent {
         event: Arc::new(StreamResponse {
             payload: Some(a2a_types::v1::stream_response::Payload::Task(task.clone())),
         }),
+        push: true,
     }
+}
+
+/// Marks what the write of `events` knew: whether their task has push configs.
+pub(crate) fn with_push(mut events: Vec<StoredEvent>, push: bool) -> Vec<StoredEvent> {
+    for e in &mut events {
+        e.push = push;
+    }
+    events
 }
 
 /// A task waiting for input (INPUT_REQUIRED or AUTH_REQUIRED), as

@@ -24,7 +24,7 @@ use crate::{
     Cursor, DispatchMark, HeldKey, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask,
     OwnerUsage, PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange,
     TaskPage, TaskRecord, TaskStore, UpstreamRef, Webhook, apply_changes, created_event,
-    stored_bytes,
+    stored_bytes, with_push,
 };
 
 type OrderKey = (Reverse<i64>, Reverse<String>);
@@ -530,6 +530,7 @@ fn logged(
             task_id: task_id.to_owned(),
             seq,
             event: event.clone(),
+            push: true,
         })
         .collect()
 }
@@ -615,6 +616,7 @@ impl MemoryTaskStore {
         } else {
             inner.by_owner.insert(owner.clone(), BTreeSet::from([key]));
         }
+        let push_inline = new.push.is_some();
         let push = new.push.map(|push| (owner.clone(), push));
         inner.tasks.insert(task.id.clone(), entry);
         if let Some((owner, push)) = push {
@@ -629,7 +631,7 @@ impl MemoryTaskStore {
         let gone = self.enforce_bound(&mut inner);
         drop(inner);
         drop(gone);
-        Ok((events, task))
+        Ok((with_push(events, push_inline), task))
     }
 
     /// [`TaskStore::append_fenced`], once the store is reached.
@@ -663,7 +665,10 @@ impl MemoryTaskStore {
         }
         // Applied to a copy: a refused change leaves the stored task as it was.
         let mut task = entry.record.task.clone();
-        let events = apply_changes(&mut task, expected_seq + 1, changes)?;
+        let events = with_push(
+            apply_changes(&mut task, expected_seq + 1, changes)?,
+            !entry.push_configs.is_empty(),
+        );
         let (old_key, new_key) = (order_key(&entry.record.task), order_key(&task));
         let bytes = stored_bytes(&task);
         let old = std::mem::replace(&mut entry.record.task, task.clone());

@@ -38,6 +38,7 @@ macro_rules! store_conformance_suite {
             list_pages_newest_first_exactly_once, list_filters_and_totals,
             list_omits_artifacts_unless_asked, push_config_crud, push_configs_are_bounded,
             inline_push_configs_are_stored_with_their_task,
+            writes_say_whether_their_task_has_push_configs,
             upstream_ids_are_kept,
             dispatch_marks_tell_queued_from_sent, stale_epochs_are_fenced,
             idempotency_keys_are_per_owner_and_first_wins,

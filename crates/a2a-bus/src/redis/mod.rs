@@ -318,8 +318,8 @@ impl RedisEventBus {
         task_key(&self.shared.prefix, task_id)
     }
 
-    /// Appends `events` (one task's, in order) to the task's stream and to `{prefix}events`, in
-    /// one pipeline: one round trip whatever their number, and one expiry refresh (the last
+    /// Appends `events` (one task's, in order) to the task's stream and, those of a task with
+    /// push configs, to `{prefix}events`, in one pipeline: one round trip whatever their number, and one expiry refresh (the last
     /// event's, which a terminal event shortens).
     /// Returns the ids of the task stream's entries, in order.
     async fn append(&self, events: &[BusEvent]) -> Result<Vec<StreamId>, BusError> {
@@ -361,6 +361,10 @@ impl RedisEventBus {
                 .arg(TASK_MAXLEN)
                 .arg("*")
                 .arg(&fields[..]);
+            // Only events of tasks with push configs go to the worker (see `BusEvent::push`).
+            if !event.push {
+                continue;
+            }
             let worker = if cluster { &mut worker_pipe } else { &mut pipe };
             worker
                 .cmd("XADD")
@@ -560,6 +564,8 @@ fn decode(entry: &redis::streams::StreamId) -> Option<BusEvent> {
         seq,
         event: Arc::new(event),
         trace: entry.get("tp"),
+        // Entries carry no mark: those of the worker's stream are all of tasks with configs.
+        push: true,
     })
 }
 

@@ -76,6 +76,37 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
     assert_eq!(len, 2);
 }
 
+/// Only events of tasks with push configs reach the worker's stream; followers get them all.
+#[tokio::test]
+async fn the_worker_stream_gets_only_tasks_with_push_configs() {
+    let bus = bus().await;
+    let mut conn = bus.0.conn().await.unwrap();
+    let mut sub = bus.subscribe("quiet").await.unwrap();
+    let mut quiet = crate::suite::working("quiet", 1);
+    quiet.push = false;
+    bus.publish(quiet).await.unwrap();
+    bus.publish(crate::suite::working("pushed", 1))
+        .await
+        .unwrap();
+    let tasks: Vec<String> = {
+        let mut all = Vec::new();
+        for p in 0..bus.0.partitions {
+            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(events_key(&bus.0.shared.prefix, p))
+                .arg("-")
+                .arg("+")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            all.extend(entries.ids.iter().filter_map(|e| e.get::<String>("t")));
+        }
+        all
+    };
+    assert_eq!(tasks, ["pushed"]);
+    let got = tokio::time::timeout(Duration::from_secs(5), sub.next()).await;
+    assert!(matches!(got, Ok(Some(BusItem::Event(e))) if e.seq == 1));
+}
+
 #[tokio::test]
 async fn events_round_trip_through_the_encoding() {
     let ev = crate::suite::working("t", 3);
@@ -355,6 +386,7 @@ fn big_artifact(task_id: &str, seq: u64) -> BusEvent {
             })),
         }),
         trace: None,
+        push: true,
     }
 }
 

@@ -56,9 +56,11 @@ impl AppendJob {
     }
 }
 
-/// Task id → 0 for a task created, or the new sequence number of an applied append. Jobs that
-/// are missing were refused (duplicate id, or the sequence guard).
-pub(super) type Outcome = HashMap<String, i64>;
+/// Task id → 0 for a task created, or the new sequence number of an applied append and whether
+/// its task has push configs (`tasks.push`, migration 0017; false for a create: a create with a
+/// config says so itself). Jobs that are missing were refused (duplicate id, or the sequence
+/// guard).
+pub(super) type Outcome = HashMap<String, (i64, bool)>;
 
 /// What a statement did: its jobs' [`Outcome`], and the outbox rows `(task id, seq)` it deleted
 /// of those it was handed as published.
@@ -85,11 +87,11 @@ pub(super) async fn execute(
     let mut results = Vec::new();
     if !creates.is_empty() {
         c.sql(&mut n, &mut ctes);
-        results.push("SELECT id, 0::int8 AS seq, false AS gone FROM c_created");
+        results.push("SELECT id, 0::int8 AS seq, false AS push, false AS gone FROM c_created");
     }
     if !appends.is_empty() {
         a.sql(&mut n, &mut ctes);
-        results.push("SELECT id, seq, false AS gone FROM a_updated");
+        results.push("SELECT id, seq, push, false AS gone FROM a_updated");
     }
     if !published.is_empty() {
         // Rows a relay pass holds (`FOR UPDATE` in `outbox::relay`) are skipped, not waited
@@ -104,7 +106,7 @@ pub(super) async fn execute(
              o_done AS (DELETE FROM event_outbox o USING o_claimed d \
              WHERE o.task_id = d.task_id AND o.seq = d.seq RETURNING o.task_id, o.seq)"
         ));
-        results.push("SELECT task_id AS id, seq, true AS gone FROM o_done");
+        results.push("SELECT task_id AS id, seq, false AS push, true AS gone FROM o_done");
     }
     // How the owners' stored bytes and open tasks changed, in this connection's own slot (see
     // migrations 0011 and 0016): a create of a task that is not terminal opens one, an append
@@ -150,7 +152,7 @@ pub(super) async fn execute(
         if r.try_get("gone")? {
             done.forgotten.push((id, seq));
         } else {
-            done.outcome.insert(id, seq);
+            done.outcome.insert(id, (seq, r.try_get("push")?));
         }
     }
     Ok(done)
@@ -314,7 +316,7 @@ impl AppendParts {
              FROM a_input i \
              WHERE t.id = i.task_id AND t.seq = i.expected AND t.state NOT IN (3, 4, 5, 7) \
                AND (i.epoch IS NULL OR t.epoch = i.epoch) \
-             RETURNING t.id, t.seq, t.history_len, t.artifacts_len, t.owner), \
+             RETURNING t.id, t.seq, t.history_len, t.artifacts_len, t.owner, t.push), \
              a_events AS (INSERT INTO task_events (task_id, seq, payload) \
              SELECT e.task_id, e.seq, e.payload \
                FROM unnest(${e_id}::text[], ${e_seq}::int8[], ${e_payload}::bytea[]) \

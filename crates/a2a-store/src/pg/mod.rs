@@ -60,7 +60,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use crate::{
     DispatchMark, Interrupted, KeyClaim, KeyRequest, ListQuery, NewTask, Orphan, OwnerUsage,
     PushConfigPage, PushQuota, StoreError, StoreResult, StoredEvent, TaskChange, TaskPage,
-    TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event,
+    TaskRecord, TaskStore, UpstreamRef, apply_changes, created_event, with_push,
 };
 use batch::{AppendJob, CreateJob};
 use claims::Claimer;
@@ -292,6 +292,7 @@ impl TaskStore for PgTaskStore {
         };
         // A task with an inline push config takes a transaction of its own instead of the
         // group commit: the config's quota is checked, and its rows written, inside it.
+        let push = new.push.is_some();
         let created = match new.push {
             None => self.writer.create(job).await?,
             Some(push) => push::create_with(&self.pool, &job, push).await?,
@@ -300,7 +301,7 @@ impl TaskStore for PgTaskStore {
             return Err(StoreError::Duplicate(task.id));
         }
         self.cache_put(&task.id, events.len() as u64, &task);
-        Ok((events, task))
+        Ok((with_push(events, push), task))
     }
 
     async fn append_fenced(
@@ -346,11 +347,11 @@ impl TaskStore for PgTaskStore {
                 .collect(),
             plan: Plan::diff(&old, &new),
         };
-        let Some(seq) = self.writer.append(job).await? else {
+        let Some((seq, push)) = self.writer.append(job).await? else {
             return Err(self.refused(task_id, expected_seq, epoch).await);
         };
         self.cache_put(task_id, seq, &new);
-        Ok((events, new))
+        Ok((with_push(events, push), new))
     }
 
     async fn get(

@@ -137,6 +137,9 @@ async fn check_quota(
 /// goes on after; by default the event before the task's current one: the webhook gets the
 /// task's state as it is now, then every later event. For a config registered with SendMessage
 /// that is the Task itself (sequence number 1: `progress_from` 0).
+/// It also marks the task as having push configs (`tasks.push`, migration 0017), taking the
+/// task row's lock: an append committed after this sees the mark and publishes to the push
+/// worker; one committed before took the lock first, so the sequence number read here is its.
 async fn upsert<'c>(
     db: impl sqlx::PgExecutor<'c>,
     owner: &str,
@@ -145,7 +148,7 @@ async fn upsert<'c>(
     progress_from: Option<i64>,
 ) -> StoreResult<()> {
     const SQL: &str = "\
-        WITH t AS (SELECT id, seq FROM tasks WHERE id = $1 AND owner = $2), \
+        WITH t AS (UPDATE tasks SET push = true WHERE id = $1 AND owner = $2 RETURNING id, seq), \
         progress AS ( \
             INSERT INTO push_progress (task_id, delivered_seq, lease_until) \
             SELECT id, coalesce($6::int8, seq - 1), '-infinity' FROM t \

@@ -277,6 +277,7 @@ pub(super) async fn events_after(
             task_id: task_id.to_owned(),
             seq: u64::try_from(seq).unwrap_or(0),
             event: std::sync::Arc::new(decode::<StreamResponse>(&payload, "event")?),
+            push: true,
         });
     }
     Ok(events)

@@ -38,12 +38,15 @@ const IDLE_PING: Duration = Duration::from_secs(1);
 pub(super) const FORGET_LINGER: Duration = Duration::from_millis(100);
 
 type Reply<T> = oneshot::Sender<StoreResult<T>>;
+/// What an append did: its new sequence number and whether its task has push configs, or `None`
+/// when the sequence or epoch guard refused it.
+pub(super) type Applied = Option<(u64, bool)>;
 
 enum Job {
     /// Answers whether the task was created (false: the id exists).
     Create(CreateJob, Reply<bool>),
     /// Answers the new sequence number, or None when the guard refused the write.
-    Append(AppendJob, Reply<Option<u64>>),
+    Append(AppendJob, Reply<Applied>),
 }
 
 impl Job {
@@ -143,7 +146,9 @@ impl Writer {
         rx.await.map_err(|_| writer_gone())?
     }
 
-    pub async fn append(&self, job: AppendJob) -> StoreResult<Option<u64>> {
+    /// The new sequence number and whether the task has push configs, or `None` when the
+    /// sequence or epoch guard refused the append.
+    pub async fn append(&self, job: AppendJob) -> StoreResult<Applied> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Job::Append(job, tx))
@@ -310,7 +315,7 @@ fn answer_forgets(forget: Vec<Forget>, deleted: &[(String, i64)]) {
 
 fn answer(
     creates: Vec<(CreateJob, Reply<bool>)>,
-    appends: Vec<(AppendJob, Reply<Option<u64>>)>,
+    appends: Vec<(AppendJob, Reply<Applied>)>,
     outcome: &Outcome,
 ) {
     for (job, tx) in creates {
@@ -321,8 +326,8 @@ fn answer(
     }
 }
 
-fn applied_seq(outcome: &Outcome, task_id: &str) -> Option<u64> {
+fn applied_seq(outcome: &Outcome, task_id: &str) -> Applied {
     outcome
         .get(task_id)
-        .and_then(|&seq| u64::try_from(seq).ok())
+        .and_then(|&(seq, push)| Some((u64::try_from(seq).ok()?, push)))
 }

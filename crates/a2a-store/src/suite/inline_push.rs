@@ -114,3 +114,48 @@ pub async fn inline_push_configs_are_stored_with_their_task(store: &dyn TaskStor
         [cfg]
     );
 }
+
+/// Every write says whether its task has push configs (`StoredEvent::push`), which decides
+/// whether its events go to the push worker: not for a task created without one, nor for its
+/// appends; yes for a task created with one, and for the appends after a config was stored.
+pub async fn writes_say_whether_their_task_has_push_configs(store: &dyn TaskStore) {
+    let pushes = |events: &[crate::StoredEvent]| events.iter().map(|e| e.push).collect::<Vec<_>>();
+    let changes = vec![status("wp-1", TaskState::Working, 2)];
+    let (events, _) = store
+        .create_with(new_task("alice", "wp-1", "c", 1), changes)
+        .await
+        .unwrap();
+    assert_eq!(pushes(&events), [false, false]);
+    let (event, _) = store
+        .append("wp-1", 2, status("wp-1", TaskState::Working, 3))
+        .await
+        .unwrap();
+    assert!(!event.push);
+    store
+        .put_push_config(
+            "alice",
+            push_cfg("wp-1", "later"),
+            a2a_types::Dialect::V1,
+            PushQuota::NONE,
+        )
+        .await
+        .unwrap();
+    let (event, _) = store
+        .append("wp-1", 3, status("wp-1", TaskState::Completed, 4))
+        .await
+        .unwrap();
+    assert!(
+        event.push,
+        "an append after a config was stored goes to the worker"
+    );
+
+    let new = new_task_with_push("alice", "wp-2", "hook", PushQuota::NONE);
+    let changes = vec![status("wp-2", TaskState::Working, 2)];
+    let (events, _) = store.create_with(new, changes).await.unwrap();
+    assert_eq!(pushes(&events), [true, true]);
+    let (event, _) = store
+        .append("wp-2", 2, status("wp-2", TaskState::Completed, 3))
+        .await
+        .unwrap();
+    assert!(event.push);
+}

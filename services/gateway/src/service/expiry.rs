@@ -117,8 +117,7 @@ impl A2aService {
             .await
         {
             Ok((stored, _)) => {
-                self.publish(&task.task_id, [(stored.seq, stored.event)])
-                    .await;
+                self.publish(&task.task_id, [stored]).await;
                 true
             }
             // Answered, canceled or expired elsewhere meanwhile, or deleted.

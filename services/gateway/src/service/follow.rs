@@ -173,6 +173,7 @@ mod tests {
                 seq: events[i].seq,
                 event: events[i].event.clone(),
                 trace: None,
+                push: true,
             })
         };
         // seq 2 twice, then seq 3 announced only (twice).

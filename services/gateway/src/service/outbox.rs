@@ -227,6 +227,8 @@ impl OutboxRelay for BusRelay {
                             seq: *seq,
                             event: event.clone(),
                             trace: None,
+                            // The row does not say: the worker finds out.
+                            push: true,
                         },
                         None => BusEvent::announcement(commit.task_id.clone(), *seq),
                     })

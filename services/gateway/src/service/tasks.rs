@@ -196,7 +196,7 @@ impl A2aService {
             };
             match store.append(&req.id, rec.seq, change).await {
                 Ok((stored, task)) => {
-                    self.publish(&req.id, [(stored.seq, stored.event)]).await;
+                    self.publish(&req.id, [stored]).await;
                     return Ok(task);
                 }
                 Err(StoreError::Conflict { .. } | StoreError::Terminal(_)) => continue,

@@ -483,8 +483,11 @@ async fn the_trace_context_of_a_request_travels_with_its_events() {
     let send = |trace: Option<&'static str>| {
         let gw = &gws[0];
         async move {
+            // A push config: only the events of tasks with one go to the worker's stream.
             let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-                "tenant": "scenario", "message": script_message(json!({"chunks": 2}))}});
+                "tenant": "scenario", "message": script_message(json!({"chunks": 2})),
+                "configuration": {"taskPushNotificationConfig":
+                    {"url": "https://hooks.example.com/traced"}}}});
             let mut req = gw
                 .client
                 .post(gw.url("/a2a/jsonrpc"))

@@ -268,6 +268,7 @@ async fn publish(
         seq,
         event: Arc::new(event),
         trace: None,
+        push: true,
     })
     .await
     .map_err(|e| e.to_string())

@@ -75,9 +75,7 @@ impl Runner<'_> {
         let (events, snapshot) = self.create_through_outage(new, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), true, &events);
         let last = events.last().map_or(1, |e| e.seq);
-        self.svc
-            .publish(self.task_id(), events.into_iter().map(|e| (e.seq, e.event)))
-            .await;
+        self.svc.publish(self.task_id(), events).await;
         // The caller starts from the task as created, and the later events reach it as events;
         // or, as above, from the settled snapshot.
         self.current = Some(Current::of(&snapshot, last));
@@ -215,9 +213,7 @@ impl Runner<'_> {
         let (events, snapshot) = self.append_through_outage(expected_seq, changes).await?;
         crate::metrics::committed(self.turn.agent.name(), false, &events);
         let last = events.last().map_or(expected_seq, |e| e.seq);
-        self.svc
-            .publish(self.task_id(), events.into_iter().map(|e| (e.seq, e.event)))
-            .await;
+        self.svc.publish(self.task_id(), events).await;
         self.current = Some(Current::of(&snapshot, last));
         Ok((snapshot, last))
     }

@@ -154,8 +154,7 @@ impl A2aService {
                 .await
             {
                 Ok((events, _)) => {
-                    self.publish(task_id, events.into_iter().map(|e| (e.seq, e.event)))
-                        .await;
+                    self.publish(task_id, events).await;
                     return;
                 }
                 // Written meanwhile (a cancel): read it again.

@@ -1,12 +1,10 @@
 //! How callers follow a turn: bus subscriptions (taken before the turn, or late for a blocking
 //! send), the follower over the bus and the task's log, and the publish of each commit.
 
-use std::sync::Arc;
-
 use a2a_bus::BusEvent;
 use a2a_process::telemetry::{KeyValue, SpanKind, TraceSpan};
+use a2a_store::StoredEvent;
 use a2a_types::A2aError;
-use a2a_types::v1::StreamResponse;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
@@ -102,10 +100,10 @@ impl A2aService {
     pub(crate) async fn publish(
         &self,
         task_id: &str,
-        events: impl IntoIterator<Item = (u64, Arc<StreamResponse>)>,
+        events: impl IntoIterator<Item = StoredEvent>,
     ) {
         let mut events = events.into_iter().peekable();
-        let Some(&(first, _)) = events.peek() else {
+        let Some(first) = events.peek().map(|e| e.seq) else {
             return;
         };
         // In process, a publish is a channel send: not worth a span (the events carry the
@@ -125,11 +123,12 @@ impl A2aService {
             .traceparent()
             .or_else(|| TRACEPARENT.try_with(Clone::clone).ok().flatten());
         let events: Vec<BusEvent> = events
-            .map(|(seq, event)| BusEvent {
+            .map(|e| BusEvent {
                 task_id: task_id.to_owned(),
-                seq,
-                event,
+                seq: e.seq,
+                event: e.event,
                 trace: trace.clone(),
+                push: e.push,
             })
             .collect();
         let last = events.last().map_or(first, |e| e.seq);

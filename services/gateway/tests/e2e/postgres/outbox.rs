@@ -48,6 +48,13 @@ async fn stream_seqs(redis_url: &str, prefix: &str, task_id: &str) -> Option<Vec
     )
 }
 
+/// SendMessage's params: `text` to echo, with a push config (only tasks with one reach the
+/// worker's stream, see `BusEvent::push`; no worker runs here, so its URL is never called).
+fn pushed(text: &str) -> serde_json::Value {
+    json!({"message": user_message(text),
+           "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example.com/outbox"}}})
+}
+
 /// The task's last sequence number.
 async fn last_seq(pool: &sqlx::PgPool, task_id: &str) -> i64 {
     sqlx::query("SELECT seq FROM tasks WHERE id = $1")
@@ -107,16 +114,12 @@ async fn a_commit_while_redis_is_down_is_published_once_redis_is_back() {
         ],
     );
     // A first task, published as usual: its row goes at once.
-    let before = gw
-        .ok("SendMessage", json!({"message": user_message("before")}))
-        .await;
+    let before = gw.ok("SendMessage", pushed("before")).await;
     let before_id = before["task"]["id"].as_str().unwrap().to_owned();
     relayed(&pool, &url, prefix, &before_id, Duration::from_secs(10)).await;
 
     server.stop().unwrap();
-    let during = gw
-        .ok("SendMessage", json!({"message": user_message("during")}))
-        .await;
+    let during = gw.ok("SendMessage", pushed("during")).await;
     assert_eq!(during["task"]["status"]["state"], "TASK_STATE_COMPLETED");
     let id = during["task"]["id"].as_str().unwrap().to_owned();
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -169,7 +172,7 @@ async fn a_replica_killed_between_commit_and_publish_is_relayed_by_another() {
             &client,
             &format!("http://{addr}"),
             "SendMessage",
-            json!({"message": user_message("kill me")}),
+            pushed("kill me"),
         )
         .await
     });
