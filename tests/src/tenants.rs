@@ -29,8 +29,8 @@ use crate::webhook::{Behaviour, Webhook, latency, quantile};
 /// The healthy tenant alone, then beside a second tenant's load to a healthy webhook, then
 /// beside the same load to the tarpit (the last two alike, so that they see alike noise).
 const ALONE: Duration = Duration::from_secs(8);
-const CONTROL: Duration = Duration::from_secs(15);
-const BESIDE: Duration = Duration::from_secs(15);
+const CONTROL: Duration = Duration::from_secs(30);
+const BESIDE: Duration = Duration::from_secs(30);
 /// The p50 beside the tarpit is bounded by twice the control phase's, never less than [`P50_FLOOR`]
 /// (below it, a difference is machine noise: a debug build on two shared cores). The p99 by twice
 /// the control's or the control's plus [`P99_SLACK`], whichever is larger: the p99 of a 15 s phase

@@ -58,8 +58,14 @@ pub trait DeliveryStore: Send + Sync + 'static {
         lease: Duration,
     ) -> StoreResult<ClaimOutcome>;
 
-    /// Extends the lease `worker` holds; false when it no longer holds it.
-    async fn renew(&self, task_id: &str, worker: &str, lease: Duration) -> StoreResult<bool>;
+    /// Extends the leases `worker` holds on `task_ids`, all in one go; returns those it no
+    /// longer holds.
+    async fn renew(
+        &self,
+        task_ids: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Vec<String>>;
 
     /// Records that every event up to `seq` is done and, with `release`, frees the lease; false
     /// when `worker` no longer held it.
@@ -104,8 +110,13 @@ impl DeliveryStore for PgDeliveryStore {
         PgDeliveryStore::claim(self, task_id, worker, first_seq, lease).await
     }
 
-    async fn renew(&self, task_id: &str, worker: &str, lease: Duration) -> StoreResult<bool> {
-        PgDeliveryStore::renew(self, task_id, worker, lease).await
+    async fn renew(
+        &self,
+        task_ids: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Vec<String>> {
+        PgDeliveryStore::renew(self, task_ids, worker, lease).await
     }
 
     async fn advance(

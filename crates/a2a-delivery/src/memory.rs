@@ -60,8 +60,13 @@ impl DeliveryStore for MemoryDeliveryStore {
         })
     }
 
-    async fn renew(&self, _task_id: &str, _worker: &str, _lease: Duration) -> StoreResult<bool> {
-        Ok(true)
+    async fn renew(
+        &self,
+        _task_ids: &[String],
+        _worker: &str,
+        _lease: Duration,
+    ) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
     }
 
     async fn advance(

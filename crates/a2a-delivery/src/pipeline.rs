@@ -178,6 +178,12 @@ pub struct Pipeline {
     limits: Limits,
     /// Signalled when room is made (entries taken or acknowledged, tasks done).
     space: Notify,
+    /// The tasks whose lease a batch is being delivered under: the lease keeper renews them
+    /// all in one statement every third of the lease. At most one per task in delivery, so
+    /// bounded by [`Limits::queue`].
+    leased: Mutex<HashSet<String>>,
+    /// Whether the lease keeper ([`keep_leases`]) runs.
+    keeper: std::sync::Once,
 }
 
 /// Ends a runner's tenure on its task whatever way the runner ends: a runner that did not
@@ -230,7 +236,13 @@ impl Pipeline {
             lease,
             limits,
             space: Notify::new(),
+            leased: Mutex::default(),
+            keeper: std::sync::Once::new(),
         })
+    }
+
+    fn leased(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.leased.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -366,6 +378,8 @@ impl Pipeline {
     }
 
     fn spawn(self: &Arc<Self>, task_id: String, runner: u64) {
+        self.keeper
+            .call_once(|| drop(tokio::spawn(keep_leases(Arc::downgrade(self)))));
         let guard = RunnerGuard {
             pipeline: self.clone(),
             task_id,
@@ -704,23 +718,18 @@ impl Pipeline {
         self.ack(ids.to_vec()).await;
     }
 
-    /// Runs `work` while renewing the task's lease every third of its length.
+    /// Runs `work` with the task's lease kept renewed (by [`keep_leases`], with every other
+    /// task's in delivery here).
     async fn with_lease(&self, task_id: &str, work: impl Future<Output = ()>) {
-        let mut tick = tokio::time::interval(self.lease / 3);
-        tick.tick().await;
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                () = &mut work => return,
-                _ = tick.tick() => {
-                    match self.deliverer.store.renew(task_id, &self.name, self.lease).await {
-                        Ok(true) => {}
-                        Ok(false) => tracing::warn!(task_id, "lost the delivery lease of a task"),
-                        Err(e) => tracing::warn!(task_id, error = %e, "cannot renew a delivery lease"),
-                    }
-                }
+        struct Leased<'a>(&'a Pipeline, &'a str);
+        impl Drop for Leased<'_> {
+            fn drop(&mut self) {
+                self.0.leased().remove(self.1);
             }
         }
+        self.leased().insert(task_id.to_owned());
+        let _leased = Leased(self, task_id);
+        work.await;
     }
 
     async fn claim(&self, task_id: &str, first: u64) -> Result<ClaimOutcome, String> {
@@ -837,6 +846,40 @@ impl Pipeline {
 
 /// How long a runner waits after its claim found the lease held elsewhere `polls` times in a
 /// row before this one: [`HELD_POLL`] at first, then doubling up to [`HELD_POLL_MAX`].
+/// Renews the leases of every task in delivery here every third of the lease, in one
+/// statement per [`RENEW_CHUNK`] tasks: a worker holding hundreds of tasks that wait on a slow
+/// webhook (issue 27's tarpit) used to renew each with a statement of its own, hundreds a
+/// second, and the healthy tenants' claims and progress waited behind them for the pool and
+/// the database. Ends with the pipeline.
+async fn keep_leases(pipeline: std::sync::Weak<Pipeline>) {
+    let Some(lease) = pipeline.upgrade().map(|p| p.lease) else {
+        return;
+    };
+    let mut tick = tokio::time::interval(lease / 3);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let Some(p) = pipeline.upgrade() else { return };
+        let ids: Vec<String> = p.leased().iter().cloned().collect();
+        for chunk in ids.chunks(RENEW_CHUNK) {
+            match p.deliverer.store.renew(chunk, &p.name, p.lease).await {
+                Ok(lost) => {
+                    for task_id in lost.iter().filter(|t| p.leased().contains(*t)) {
+                        tracing::warn!(task_id, "lost the delivery lease of a task");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(tasks = chunk.len(), error = %e, "cannot renew delivery leases")
+                }
+            }
+        }
+    }
+}
+
+/// Tasks renewed per statement at most.
+const RENEW_CHUNK: usize = 1000;
+
 fn held_wait(polls: u32) -> Duration {
     let doublings = polls
         .saturating_add(1)
@@ -914,7 +957,7 @@ mod tests {
             }
             self.0.claim(task_id, worker, first_seq, lease).await
         }
-        async fn renew(&self, t: &str, w: &str, l: Duration) -> StoreResult<bool> {
+        async fn renew(&self, t: &[String], w: &str, l: Duration) -> StoreResult<Vec<String>> {
             self.0.renew(t, w, l).await
         }
         async fn advance(&self, t: &str, w: &str, s: u64, r: bool) -> StoreResult<bool> {

@@ -656,6 +656,56 @@ async fn concurrent_pruning_deletes_each_row_once() {
     assert_eq!(a.logged_attempts("young").await.unwrap().len(), 1);
 }
 
+/// Leases are renewed in one statement for many tasks: only those the worker still holds are
+/// extended, and the others are returned (lost, or never held).
+#[tokio::test]
+async fn leases_are_renewed_together_and_lost_ones_named() {
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let store = delivery_store(&db).await;
+    let pool = store.pool();
+    for (id, owner) in [
+        ("mine-1", Some("w")),
+        ("mine-2", Some("w")),
+        ("theirs", Some("x")),
+        ("free", None),
+    ] {
+        sqlx::query(
+            "INSERT INTO push_progress (task_id, delivered_seq, lease_owner, lease_until) \
+             VALUES ($1, 0, $2, CASE WHEN $2 IS NULL THEN '-infinity'::timestamptz \
+                                     ELSE now() + interval '1 second' END)",
+        )
+        .bind(id)
+        .bind(owner)
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    let ids: Vec<String> = ["mine-1", "theirs", "mine-2", "free", "unknown"]
+        .map(String::from)
+        .to_vec();
+    let lost = store
+        .renew(&ids, "w", Duration::from_secs(600))
+        .await
+        .unwrap();
+    assert_eq!(lost, ["theirs", "free", "unknown"]);
+    let extended: Vec<String> = sqlx::query_scalar(
+        "SELECT task_id FROM push_progress WHERE lease_until > now() + interval '5 minutes' \
+         ORDER BY task_id",
+    )
+    .fetch_all(pool)
+    .await
+    .unwrap();
+    assert_eq!(extended, ["mine-1", "mine-2"]);
+    assert!(
+        store
+            .renew(&[], "w", Duration::from_secs(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// The reconciliation sweep (migration 0012): finds the tasks whose delivery is behind their
 /// log and whose lease is free, settles the terminal ones delivered to their end (never looked
 /// at again), forgets the progress of tasks that are gone, looks at a row once per interval,

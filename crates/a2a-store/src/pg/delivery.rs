@@ -320,19 +320,36 @@ impl PgDeliveryStore {
     }
 
     /// Extends the lease `worker` holds; false when it no longer holds it.
-    pub async fn renew(&self, task_id: &str, worker: &str, lease: Duration) -> StoreResult<bool> {
+    /// Extends the leases `worker` holds on `task_ids` in one statement (a worker holding many
+    /// tasks, most of them waiting on a slow webhook, renews them all at once instead of one
+    /// statement per task and tick); returns the ids whose lease it no longer holds.
+    pub async fn renew(
+        &self,
+        task_ids: &[String],
+        worker: &str,
+        lease: Duration,
+    ) -> StoreResult<Vec<String>> {
+        if task_ids.is_empty() {
+            return Ok(Vec::new());
+        }
         const SQL: &str = "\
             UPDATE push_progress \
                SET lease_until = clock_timestamp() + make_interval(secs => $3) \
-             WHERE task_id = $1 AND lease_owner = $2";
-        let done = sqlx::query(SQL)
-            .bind(task_id)
+             WHERE task_id = ANY($1) AND lease_owner = $2 \
+            RETURNING task_id";
+        let held: Vec<String> = sqlx::query_scalar(SQL)
+            .bind(task_ids)
             .bind(worker)
             .bind(lease.as_secs_f64())
-            .execute(&self.pool)
+            .fetch_all(&self.pool)
             .await
             .map_err(db_error)?;
-        Ok(done.rows_affected() == 1)
+        let held: std::collections::HashSet<&str> = held.iter().map(String::as_str).collect();
+        Ok(task_ids
+            .iter()
+            .filter(|t| !held.contains(t.as_str()))
+            .cloned()
+            .collect())
     }
 
     /// Records that every event up to `seq` is done and, with `release`, frees the lease.
