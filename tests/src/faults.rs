@@ -197,7 +197,7 @@ pub async fn partition_replica_from_postgres(top: &mut Topology) {
 }
 
 /// Large answers (two 1 MiB chunks per send, [`crate::load::BIG_CYCLE`]) for 20 s beside the
-/// steady load, on a Redis of 64 MiB (`Options::redis_maxmemory`, `noeviction`): it fills and
+/// steady load, on a Redis of 2 MiB (`Options::redis_maxmemory`, `noeviction`): it fills and
 /// then refuses writes (OOM); the gateway must answer sends (or refuse them as retryable) and
 /// deliver every acknowledged one. Prints Redis's memory and rejections at the end.
 pub async fn large_payloads_on_a_small_redis(top: &mut Topology) {
