@@ -150,6 +150,28 @@ pub async fn random_replica_kills(top: &mut Topology) {
         top.kill_replica(i);
         top.restart_replica(i).await;
     }
+    // Commits a killed replica left in the outbox (killed between its commit and its publish,
+    // or before the row's delete) are relayed by another once older than the relay threshold
+    // (5 s by default, passes every second). Counted by the replicas alive now since their last
+    // start, so a lower bound of how often the kills hit that window.
+    pause(7).await;
+    let mut relayed = 0.0;
+    for ports in &top.replica_ports {
+        let url = format!("http://127.0.0.1:{}/metrics", ports.admin);
+        let Ok(resp) = reqwest::get(&url).await else {
+            continue;
+        };
+        let text = resp.text().await.unwrap_or_default();
+        relayed += text
+            .lines()
+            .filter(|l| l.starts_with("a2a_outbox_relayed_total{") && l.contains("left_behind"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum::<f64>();
+    }
+    println!(
+        "outbox: {relayed} commits left behind by killed replicas relayed by another (counted \
+         by the replicas alive now, since their last start)"
+    );
 }
 
 /// Redis, without any persistence, killed (SIGKILL, by PID) and started again on its port after
