@@ -7,8 +7,8 @@
 #
 # Usage: loadtest/cpu-per-send.sh [binding, default jsonrpc] [seconds, default 10]
 #   CPU_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), CPU_REDIS_URL
-#   (default redis://127.0.0.1:6379), CPU_PORT (default 18711); CPU_NO_BUILD=1 uses the release
-#   binaries already built; GW=another gateway binary
+#   (default redis://127.0.0.1:6379), CPU_PORT (default 18711); BENCH_NO_BUILD=1 uses the release
+#   binaries already built (bench-common.sh); GW=another gateway binary
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="${1:-jsonrpc}"
@@ -16,14 +16,11 @@ D="${2:-10}"
 ADMIN_URL="${CPU_PG_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 REDIS_URL="${CPU_REDIS_URL:-redis://127.0.0.1:6379}"
 PORT="${CPU_PORT:-18711}"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/a2a-gateway-target}"
-if [[ -z "${CPU_NO_BUILD:-}" ]]; then
-  # Two builds, as in publish.sh: built together, the generator's features reach the gateway.
-  cargo build --release --locked -q -p a2a-gateway
-  cargo build --release --locked -q -p a2a-loadtest
-fi
-GW="${GW:-$CARGO_TARGET_DIR/release/a2a-gateway}"
-LT="$CARGO_TARGET_DIR/release/a2a-loadtest"
+# shellcheck source=loadtest/bench-common.sh
+source loadtest/bench-common.sh
+bench_build
+GW="${GW:-$GW_BIN}"
+LT="$LT_BIN"
 DB="a2a_cpu_$$"
 URL="${ADMIN_URL%/*}/$DB?sslmode=disable"
 PREFIX="a2a-cpu-$$:"
