@@ -192,6 +192,18 @@ pub(crate) fn created_event(task: &Task) -> StoredEvent {
     }
 }
 
+/// Whether the commit whose first event is `first` (as the write returned it) has an
+/// outbox row in a store with an outbox ([`TaskStore::has_outbox`]): every commit but the one
+/// that creates a task without push configs. That commit has nobody to announce it to: no
+/// process but the writer's can follow a task before the answer that names it (the Redis bus
+/// keeps such a commit out of the task's stream), the push worker has no config to deliver it
+/// to, and whoever follows the task later starts from its snapshot. Skipping its row and its
+/// publish is most of what a persisted one-turn send costs beyond the task's own rows (issue
+/// 27: the persisted send rate).
+pub fn outboxed(first: &StoredEvent) -> bool {
+    first.seq > 1 || first.push
+}
+
 /// Marks what the write of `events` knew: whether their task has push configs.
 pub(crate) fn with_push(mut events: Vec<StoredEvent>, push: bool) -> Vec<StoredEvent> {
     for e in &mut events {
@@ -515,8 +527,9 @@ pub trait TaskStore: Send + Sync + 'static {
     /// and artifacts.
     async fn usage(&self, owner: &str, count_up_to: u64) -> StoreResult<OwnerUsage>;
 
-    /// Whether commits write an outbox (PostgreSQL): then every create and append also records
-    /// its events as still to be published, in the same transaction, until
+    /// Whether commits write an outbox (PostgreSQL): then every append, and every create of a
+    /// task with push configs ([`outboxed`]), also records its events as still to be published,
+    /// in the same transaction, until
     /// [`TaskStore::outbox_published`] deletes the record; what nobody deletes is relayed by
     /// [`TaskStore::relay_outbox`]. A store without one (in memory) lives and dies with the
     /// process that publishes its events, so it has nothing to recover.

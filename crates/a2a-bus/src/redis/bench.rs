@@ -89,7 +89,7 @@ async fn ten_thousand_idle_subscribers() {
     );
     // Still live: an event for one of them arrives promptly.
     let sent = Instant::now();
-    a.publish(crate::suite::working("idle9999", 1))
+    a.publish(crate::suite::working("idle9999", 2))
         .await
         .unwrap();
     let got = tokio::time::timeout(Duration::from_secs(5), subs[9999].next()).await;

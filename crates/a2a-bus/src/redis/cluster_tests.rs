@@ -86,19 +86,20 @@ async fn followers_on_another_bus_get_every_group_in_order() {
         subs.push(there.subscribe(task).await.expect("subscribed"));
     }
     for task in &tasks {
+        // From sequence number 2: a task's creating commit is not in its stream.
         here.publish_all(vec![
-            crate::suite::working(task, 1),
             crate::suite::working(task, 2),
+            crate::suite::working(task, 3),
         ])
         .await
         .expect("published");
-        here.publish(crate::suite::working(task, 3))
+        here.publish(crate::suite::working(task, 4))
             .await
             .expect("published");
     }
     for (task, sub) in tasks.iter().zip(subs) {
-        let (seqs, lagged) = collect(sub, 3, Duration::from_secs(10)).await;
-        assert_eq!(seqs, [1, 2, 3], "{task}");
+        let (seqs, lagged) = collect(sub, 4, Duration::from_secs(10)).await;
+        assert_eq!(seqs, [2, 3, 4], "{task}");
         assert!(!lagged, "{task}");
     }
     let mut conn = here.conn().await.unwrap();
@@ -133,7 +134,7 @@ async fn followers_on_another_bus_get_every_group_in_order() {
             .filter(|ev| &ev.task_id == task)
             .map(|ev| ev.seq)
             .collect();
-        assert_eq!(seqs, [1, 2, 3], "{task} in partition {key}");
+        assert_eq!(seqs, [2, 3, 4], "{task} in partition {key}");
     }
 }
 
@@ -170,7 +171,8 @@ async fn a_primary_killed_under_load_loses_nothing_acknowledged() {
             let (bus, task) = (here.clone(), task.clone());
             tokio::spawn(async move {
                 let mut acked = BTreeSet::new();
-                for seq in 1..=rounds {
+                // From 2: a task's creating commit (1) is not in its stream.
+                for seq in 2..=rounds {
                     if bus.publish(crate::suite::working(&task, seq)).await.is_ok() {
                         acked.insert(seq);
                     }
@@ -227,4 +229,30 @@ async fn a_primary_killed_under_load_loses_nothing_acknowledged() {
             "{task}: the follower reaches the end"
         );
     }
+}
+
+/// A commit with nothing for one of its two slots (an append of a task without push configs:
+/// nothing for the worker; a create with push configs: nothing for the task's stream; a create
+/// without: nothing at all) is published without sending an empty pipeline, which a cluster
+/// refuses ("empty command").
+#[tokio::test]
+async fn commits_with_nothing_for_a_slot_publish() {
+    let cluster = a2a_testing::TestCluster::create().await;
+    let (here, there) = (on(&cluster), on(&cluster));
+    let quiet = |seq| BusEvent {
+        push: false,
+        ..crate::suite::working("quiet", seq)
+    };
+    let sub = there.subscribe("quiet").await.expect("subscribed");
+    here.publish(quiet(1))
+        .await
+        .expect("a create without push configs");
+    here.publish(crate::suite::working("pushed", 1))
+        .await
+        .expect("a create with push configs");
+    here.publish(quiet(2))
+        .await
+        .expect("an append without push configs");
+    let (seqs, lagged) = collect(sub, 2, Duration::from_secs(10)).await;
+    assert_eq!((seqs, lagged), (vec![2], false));
 }

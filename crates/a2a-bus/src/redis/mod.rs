@@ -5,7 +5,8 @@
 //! `publish` appends the committed event to the task's stream (approximate
 //! MAXLEN, expiry refreshed on every write, and shortened to [`TERMINAL_TASK_TTL_SECS`] by the
 //! task's terminal event) and to the worker stream ([`events_key`]), which the push worker reads
-//! through a consumer group (and no gateway reads). Every key is thus bounded: a task stream by its MAXLEN and its
+//! through a consumer group (and no gateway reads), except the commit that created the task,
+//! which only the worker gets (see [`creates_task`]). Every key is thus bounded: a task stream by its MAXLEN and its
 //! expiry (so the task streams together hold the events of the tasks active in the last hour,
 //! and of the tasks that ended in the last minute), the worker and control streams by their
 //! MAXLEN. Each entry carries the task id (`t`), the sequence
@@ -141,6 +142,32 @@ struct Subscriber {
     /// The last entry of the task's stream this subscriber has seen (or the stream's end when
     /// it subscribed): entries up to it were published before the subscription and are skipped.
     last: StreamId,
+}
+
+impl Subscriber {
+    /// Whether entry `id` is new to this subscriber, which then counts it as seen. An event
+    /// without an entry (its task's creating commit, see [`creates_task`]) is always new and
+    /// moves no position.
+    fn passes(&mut self, id: Option<StreamId>) -> bool {
+        match id {
+            Some(id) if id <= self.last => false,
+            Some(id) => {
+                self.last = id;
+                true
+            }
+            None => true,
+        }
+    }
+}
+
+/// Whether `events` are the commit that created their task (its first event is sequence number
+/// 1, the task as created). Such a commit is not added to the task's stream: nobody elsewhere can
+/// follow a task before the answer that names it, which comes after this commit, and whoever
+/// follows it later starts from the store's snapshot, which has it. Its followers are in this
+/// process (a streaming send's), and get it from [`RedisEventBus::deliver_here`]. An echo send
+/// thus costs Redis nothing unless its task has push configs (issue 27: the persisted send rate).
+fn creates_task(events: &[BusEvent]) -> bool {
+    events.first().is_some_and(|e| e.seq == 1)
 }
 
 /// The local subscribers of one task, whose stream the reader reads.
@@ -319,13 +346,20 @@ impl RedisEventBus {
     }
 
     /// Appends `events` (one task's, in order) to the task's stream and, those of a task with
-    /// push configs, to `{prefix}events`, in one pipeline: one round trip whatever their number, and one expiry refresh (the last
-    /// event's, which a terminal event shortens).
-    /// Returns the ids of the task stream's entries, in order.
+    /// push configs, to `{prefix}events`, in one pipeline: one round trip whatever their number,
+    /// and one expiry refresh (the last event's, which a terminal event shortens).
+    /// Returns the ids of the task stream's entries, in order: none for the commit that created
+    /// the task ([`creates_task`]), which is not added to the task's stream; with nothing for the
+    /// worker either, there is no round trip at all.
     async fn append(&self, events: &[BusEvent]) -> Result<Vec<StreamId>, BusError> {
         let Some(last) = events.last() else {
             return Ok(Vec::new());
         };
+        let to_stream = !creates_task(events);
+        let to_worker = events.iter().any(|e| e.push);
+        if !to_stream && !to_worker {
+            return Ok(Vec::new());
+        }
         let key = self.task_key(&last.task_id);
         let all = events_key(
             &self.shared.prefix,
@@ -354,13 +388,15 @@ impl RedisEventBus {
             if let Some(tp) = &event.trace {
                 fields.push(("tp", tp.as_bytes()));
             }
-            pipe.cmd("XADD")
-                .arg(&key)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(TASK_MAXLEN)
-                .arg("*")
-                .arg(&fields[..]);
+            if to_stream {
+                pipe.cmd("XADD")
+                    .arg(&key)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(TASK_MAXLEN)
+                    .arg("*")
+                    .arg(&fields[..]);
+            }
             // Only events of tasks with push configs go to the worker (see `BusEvent::push`).
             if !event.push {
                 continue;
@@ -380,9 +416,24 @@ impl RedisEventBus {
             true => TERMINAL_TASK_TTL_SECS,
             false => TASK_TTL_SECS,
         };
-        pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
+        if to_stream {
+            pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
+        }
         let conn = self.conn().await?;
-        let ids: Vec<String> = if cluster {
+        // On a cluster an empty pipeline is an error ("empty command"): each is sent only when
+        // it has commands (a task without push configs has nothing for the worker, a creating
+        // commit nothing for its stream).
+        let ids: Vec<String> = if cluster && !to_stream {
+            match worker_pipe.query_async::<()>(&mut conn.clone()).await {
+                Ok(()) => Vec::new(),
+                Err(e) => return Err(self.failed(e).await),
+            }
+        } else if cluster && !to_worker {
+            match pipe.query_async(&mut conn.clone()).await {
+                Ok(ids) => ids,
+                Err(e) => return Err(self.failed(e).await),
+            }
+        } else if cluster {
             let (mut a, mut b) = (conn.clone(), conn);
             let sent = futures::try_join!(
                 pipe.query_async::<Vec<String>>(&mut a),
@@ -419,7 +470,10 @@ impl RedisEventBus {
         let Some(followed) = registry.tasks.get_mut(task_id) else {
             return;
         };
-        for (event, &id) in events.iter().zip(ids) {
+        // A commit that created its task has no entry ids (it is not in the task's stream):
+        // its events go to every local subscriber, whose positions it leaves as they are.
+        let ids = ids.iter().copied().map(Some).chain(std::iter::repeat(None));
+        for (event, id) in events.iter().zip(ids) {
             if event.is_announcement() {
                 deliver_reference(&mut followed.subs, id, false);
             } else {
@@ -898,7 +952,7 @@ fn fan_out(
         if is_reference(entry) {
             // Too large to travel in the entry: the followers read it from the event log.
             let terminal = entry.get::<String>("k").is_some_and(|k| k == "end");
-            deliver_reference(subs, id, terminal);
+            deliver_reference(subs, Some(id), terminal);
             if subs.is_empty() {
                 registry.tasks.remove(task_id);
                 shared.unfollowed();
@@ -919,7 +973,7 @@ fn fan_out(
         // any skew between it and this host.
         let lag_ms = now_ms().saturating_sub(id.0);
         metrics::histogram!("a2a_bus_delivery_lag_seconds").record(lag_ms as f64 / 1000.0);
-        deliver(subs, id, &Arc::new(event));
+        deliver(subs, Some(id), &Arc::new(event));
         if subs.is_empty() {
             registry.tasks.remove(task_id);
             shared.unfollowed();
@@ -929,13 +983,12 @@ fn fan_out(
 }
 
 /// Gives the entry `id` of its task's stream (`event`) to the subscribers that have not seen it.
-fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEvent>) {
+fn deliver(subs: &mut HashMap<u64, Subscriber>, id: Option<StreamId>, event: &Arc<BusEvent>) {
     let terminal = event_state(&event.event).is_some_and(is_terminal);
     subs.retain(|_, sub| {
-        if id <= sub.last {
+        if !sub.passes(id) {
             return true;
         }
-        sub.last = id;
         if sub.tx.capacity() > 1 {
             let _ = sub.tx.try_send(Queued::Event(event.clone()));
         } else {
@@ -949,12 +1002,11 @@ fn deliver(subs: &mut HashMap<u64, Subscriber>, id: StreamId, event: &Arc<BusEve
 
 /// Tells the subscribers that have not seen entry `id` to read the log (it is a reference, or
 /// an announcement); a `terminal` one ends their subscriptions, as its event would.
-fn deliver_reference(subs: &mut HashMap<u64, Subscriber>, id: StreamId, terminal: bool) {
+fn deliver_reference(subs: &mut HashMap<u64, Subscriber>, id: Option<StreamId>, terminal: bool) {
     subs.retain(|_, sub| {
-        if id <= sub.last {
+        if !sub.passes(id) {
             return true;
         }
-        sub.last = id;
         let _ = sub.tx.try_send(Queued::Lagged);
         !terminal && !sub.tx.is_closed()
     });

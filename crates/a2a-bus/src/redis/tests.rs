@@ -52,13 +52,13 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
             .await
             .unwrap()
     };
-    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    bus.publish(crate::suite::working("t", 2)).await.unwrap();
     let running = ttl(conn.clone(), key.clone()).await;
     assert!(
         running > 3000 && running <= TASK_TTL_SECS as i64,
         "{running}"
     );
-    let done = crate::suite::status_event("t", 2, a2a_types::v1::TaskState::Completed);
+    let done = crate::suite::status_event("t", 3, a2a_types::v1::TaskState::Completed);
     bus.publish(done).await.unwrap();
     let ended = ttl(conn.clone(), key.clone()).await;
     assert!(
@@ -252,8 +252,8 @@ async fn a_subscription_starts_where_the_reader_is() {
             .and_then(|f| f.read_to)
     };
     let mut first = there.subscribe("t").await.unwrap();
-    here.publish(crate::suite::working("t", 1)).await.unwrap();
-    assert!(matches!(first.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    here.publish(crate::suite::working("t", 2)).await.unwrap();
+    assert!(matches!(first.next().await, Some(BusItem::Event(ev)) if ev.seq == 2));
     let mut conn = here.conn().await.unwrap();
     let end = last_id(&mut conn, &here.task_key("t")).await.unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -266,8 +266,8 @@ async fn a_subscription_starts_where_the_reader_is() {
     }
     let mut sub = there.subscribe("t").await.unwrap();
     here.publish_all(vec![
-        crate::suite::working("t", 2),
         crate::suite::working("t", 3),
+        crate::suite::working("t", 4),
     ])
     .await
     .unwrap();
@@ -279,7 +279,7 @@ async fn a_subscription_starts_where_the_reader_is() {
                 other => panic!("expected an event, got {other:?}"),
             }
         }
-        assert_eq!(seqs, [2, 3]);
+        assert_eq!(seqs, [3, 4]);
     }
 }
 
@@ -291,10 +291,10 @@ async fn an_unrelated_task_costs_nothing() {
     let here = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
     let there = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
     let mut warm = there.subscribe("warm").await.unwrap();
-    here.publish(crate::suite::working("warm", 1))
+    here.publish(crate::suite::working("warm", 2))
         .await
         .unwrap();
-    assert!(matches!(warm.next().await, Some(BusItem::Event(ev)) if ev.seq == 1));
+    assert!(matches!(warm.next().await, Some(BusItem::Event(ev)) if ev.seq == 2));
     // The reader is now blocked in an XREAD over `warm`'s stream (and control, wake-up).
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before = there.shared.entries_read.load(Ordering::Relaxed);
@@ -305,11 +305,11 @@ async fn an_unrelated_task_costs_nothing() {
     }
     let mut mine = there.subscribe("mine").await.unwrap();
     let started = std::time::Instant::now();
-    here.publish(crate::suite::working("mine", 1))
+    here.publish(crate::suite::working("mine", 2))
         .await
         .unwrap();
     let got = tokio::time::timeout(Duration::from_secs(5), mine.next()).await;
-    assert!(matches!(got, Ok(Some(BusItem::Event(ev))) if ev.seq == 1));
+    assert!(matches!(got, Ok(Some(BusItem::Event(ev))) if ev.seq == 2));
     assert!(
         started.elapsed() < Duration::from_millis(BLOCK_MS / 2),
         "a newly followed task wakes the reader: {:?}",
@@ -339,11 +339,11 @@ async fn published_here_and_read_there_each_event_arrives_once() {
     let there = RedisEventBus::connect_lazy(redis.url(), redis.prefix()).unwrap();
     let mut local = here.subscribe("t").await.unwrap();
     let mut remote = there.subscribe("t").await.unwrap();
-    here.publish_all((1..=3).map(|seq| crate::suite::working("t", seq)).collect())
+    here.publish_all((2..=4).map(|seq| crate::suite::working("t", seq)).collect())
         .await
         .unwrap();
-    here.publish(crate::suite::working("t", 4)).await.unwrap();
-    let done = crate::suite::status_event("t", 5, a2a_types::v1::TaskState::Completed);
+    here.publish(crate::suite::working("t", 5)).await.unwrap();
+    let done = crate::suite::status_event("t", 6, a2a_types::v1::TaskState::Completed);
     here.publish(done).await.unwrap();
     for sub in [&mut local, &mut remote] {
         let mut seqs = Vec::new();
@@ -354,12 +354,103 @@ async fn published_here_and_read_there_each_event_arrives_once() {
                 other => panic!("expected an event or the end, got {other:?}"),
             }
         }
-        assert_eq!(seqs, [1, 2, 3, 4, 5]);
+        assert_eq!(seqs, [2, 3, 4, 5, 6]);
     }
     assert_eq!(
         here.open_channels(),
         0,
         "the terminal event ended the subscription"
+    );
+}
+
+/// The commit that creates a task (sequence numbers from 1) is not added to the task's stream:
+/// its followers are in the publishing process and get it there; another process's follower,
+/// which can only have subscribed after the answer that named the task, starts with the next
+/// commit (and the store's snapshot, in the gateway). Without push configs such a commit costs
+/// Redis nothing; with them it goes to the worker's stream only.
+#[tokio::test]
+async fn a_tasks_creating_commit_stays_out_of_its_stream() {
+    let bus = bus().await;
+    let other = RedisEventBus::connect_lazy(bus.1.url(), bus.1.prefix()).expect("a Redis URL");
+    let mut conn = bus.0.conn().await.unwrap();
+    let worker_len = |mut conn: Conn, task: &str| {
+        let key = events_key(
+            &bus.0.shared.prefix,
+            keys::partition_of(task, bus.0.partitions),
+        );
+        let task = task.to_owned();
+        async move {
+            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                .arg(&key)
+                .arg("-")
+                .arg("+")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            entries
+                .ids
+                .iter()
+                .filter_map(decode)
+                .filter(|e| e.task_id == task)
+                .map(|e| (e.task_id, e.seq))
+                .collect::<Vec<_>>()
+        }
+    };
+    let exists = |mut conn: Conn, key: String| async move {
+        redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async::<u64>(&mut conn)
+            .await
+            .unwrap()
+    };
+    // Without push configs: followed here, nothing in Redis.
+    let mut here = bus.subscribe("quiet").await.unwrap();
+    let mut there = other.subscribe("quiet").await.unwrap();
+    let created: Vec<BusEvent> = (1..=3)
+        .map(|seq| BusEvent {
+            push: false,
+            ..crate::suite::working("quiet", seq)
+        })
+        .collect();
+    bus.publish_all(created).await.unwrap();
+    assert_eq!(exists(conn.clone(), bus.0.task_key("quiet")).await, 0);
+    assert!(worker_len(conn.clone(), "quiet").await.is_empty());
+    let done = BusEvent {
+        push: false,
+        ..crate::suite::status_event("quiet", 4, a2a_types::v1::TaskState::Completed)
+    };
+    bus.publish(done).await.unwrap();
+    for (sub, want) in [(&mut here, vec![1, 2, 3, 4]), (&mut there, vec![4])] {
+        let mut seqs = Vec::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+                Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
+                Ok(None) => break,
+                other => panic!("expected an event or the end, got {other:?}"),
+            }
+        }
+        assert_eq!(seqs, want);
+    }
+    let len: u64 = redis::cmd("XLEN")
+        .arg(bus.0.task_key("quiet"))
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        len, 1,
+        "the task's stream holds the commits after its creation"
+    );
+    // With push configs: the worker's stream only.
+    bus.publish_all(vec![
+        crate::suite::working("pushed", 1),
+        crate::suite::working("pushed", 2),
+    ])
+    .await
+    .unwrap();
+    assert_eq!(exists(conn.clone(), bus.0.task_key("pushed")).await, 0);
+    assert_eq!(
+        worker_len(conn.clone(), "pushed").await,
+        [("pushed".to_owned(), 1), ("pushed".to_owned(), 2)]
     );
 }
 
@@ -401,12 +492,13 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
     let mut here = bus.subscribe("t").await.unwrap();
     let mut there = other.subscribe("t").await.unwrap();
     const N: u64 = 20;
-    for seq in 1..=N {
+    // From sequence number 2: the task's creating commit is not in its stream (see below).
+    for seq in 2..=N + 1 {
         bus.publish(big_artifact("t", seq)).await.unwrap();
     }
     bus.publish(crate::suite::status_event(
         "t",
-        N + 1,
+        N + 2,
         a2a_types::v1::TaskState::Completed,
     ))
     .await
@@ -464,7 +556,7 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
             Some(BusItem::Event(ev)) => {
                 assert!(!ev.is_announcement());
                 whole += 1;
-                if ev.seq == N + 1 {
+                if ev.seq == N + 2 {
                     break;
                 }
             }
@@ -482,7 +574,7 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
         {
             Some(BusItem::Lagged) => lagged += 1,
             Some(BusItem::Event(ev)) => {
-                assert_eq!(ev.seq, N + 1);
+                assert_eq!(ev.seq, N + 2);
                 break;
             }
             None => panic!("ended before the terminal event"),
@@ -512,7 +604,7 @@ async fn the_inline_limit_is_configurable() {
         .expect("a Redis URL")
         .with_inline_max(0);
     all_refs
-        .publish(crate::suite::working("t", 1))
+        .publish(crate::suite::working("t", 2))
         .await
         .unwrap();
     let mut conn = bus.0.conn().await.unwrap();
@@ -532,9 +624,9 @@ async fn the_inline_limit_is_configurable() {
 async fn a_publish_while_redis_is_down_fails_and_keeps_nothing() {
     let server = a2a_testing::RedisServer::start().expect("a private redis-server");
     let bus = RedisEventBus::connect_lazy(&server.url(), "x:").expect("a Redis URL");
-    bus.publish(crate::suite::working("t", 1)).await.unwrap();
+    bus.publish(crate::suite::working("t", 2)).await.unwrap();
     server.stop().unwrap();
-    let failed = bus.publish(crate::suite::working("t", 2)).await;
+    let failed = bus.publish(crate::suite::working("t", 3)).await;
     assert!(failed.is_err(), "{failed:?}");
     server.start_again().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;

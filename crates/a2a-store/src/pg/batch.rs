@@ -5,7 +5,8 @@
 //! and every other row (event, history, artifacts) is written by joining on what that insert or
 //! update `RETURNING`ed, so a refused job writes nothing. The statement is its own transaction,
 //! and it also writes each job's outbox row (`event_outbox`, migration 0015: the events still to
-//! be published), so nothing committed can go unannounced (see `outbox.rs`).
+//! be published), so nothing committed can go unannounced (see `outbox.rs`); a create without
+//! push configs has nothing to announce, and no row ([`crate::outboxed`]).
 //! Only the parts a batch needs are included, so the common shapes are short; each shape is
 //! prepared once per connection.
 
@@ -29,6 +30,9 @@ pub(super) struct CreateJob {
     /// Events 1..=n: the task as created, then the changes stored with it.
     pub events: Vec<Vec<u8>>,
     pub plan: Plan,
+    /// Whether the task is created with push configs: only then does its creating commit get
+    /// an outbox row (see [`crate::outboxed`]).
+    pub push: bool,
 }
 
 pub(super) struct AppendJob {
@@ -196,15 +200,15 @@ impl CreateParts {
             alen,
             bytes,
         ] = params(n);
-        let [ukey] = params(n);
+        let [ukey, push] = params(n);
         let [e_id, e_seq, e_payload] = params(n);
         ctes.push(format!(
             "c_input AS (SELECT * FROM unnest(${id}::text[], ${owner}::text[], ${agent}::text[], \
                ${ctx}::text[], ${seq}::int8[], ${state}::int2[], ${ms}::int8[], \
                ${snap}::bytea[], ${hlen}::int4[], ${alen}::int4[], ${bytes}::int8[], \
-               ${ukey}::text[]) \
+               ${ukey}::text[], ${push}::bool[]) \
              AS i(id, owner, agent, context_id, seq, state, status_ms, snapshot, history_len, \
-                  artifacts_len, bytes, upstream_key)), \
+                  artifacts_len, bytes, upstream_key, push)), \
              c_created AS (INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, \
                seq, history_len, artifacts_len, snapshot, bytes, upstream_key) \
              SELECT id, owner, agent, context_id, state, status_ms, seq, history_len, \
@@ -217,6 +221,7 @@ impl CreateParts {
                JOIN c_created c ON c.id = e.task_id), \
              c_outbox AS (INSERT INTO event_outbox (task_id, seq, first_seq) \
              SELECT i.id, i.seq, 1 FROM c_input i JOIN c_created c ON c.id = i.id \
+             WHERE i.push \
              ON CONFLICT DO NOTHING)"
         ));
         if self.history {
@@ -254,11 +259,13 @@ impl CreateParts {
             )
             .bind(jobs.iter().map(|j| j.seq()).collect::<Vec<_>>());
         q = bind_rows(q, jobs.iter().map(|j| &j.row));
-        q = q.bind(
-            jobs.iter()
-                .map(|j| j.upstream_key.as_deref())
-                .collect::<Vec<_>>(),
-        );
+        q = q
+            .bind(
+                jobs.iter()
+                    .map(|j| j.upstream_key.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .bind(jobs.iter().map(|j| j.push).collect::<Vec<_>>());
         q = bind_events(q, jobs.iter().map(|j| (j.id.as_str(), 1, &j.events)));
         if self.history {
             q = bind3(q, jobs.iter().map(|j| (j.id.as_str(), &j.plan.history)));

@@ -289,10 +289,11 @@ impl TaskStore for PgTaskStore {
                 .map(|e| codec::encode(e.event.as_ref()))
                 .collect(),
             plan: Plan::diff(&Task::default(), &task),
+            push: new.push.is_some(),
         };
         // A task with an inline push config takes a transaction of its own instead of the
         // group commit: the config's quota is checked, and its rows written, inside it.
-        let push = new.push.is_some();
+        let push = job.push;
         let created = match new.push {
             None => self.writer.create(job).await?,
             Some(push) => push::create_with(&self.pool, &job, push).await?,

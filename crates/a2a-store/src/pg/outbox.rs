@@ -1,7 +1,9 @@
 //! The outbox on PostgreSQL (migration 0015; issue 27 item 1, review M5).
 //!
 //! Every batch statement (`batch.rs`) inserts one `event_outbox` row per commit, beside the
-//! commit's events and in the same transaction. What happens to the rows afterwards:
+//! commit's events and in the same transaction; except for the commit that creates a task
+//! without push configs, which has nobody to announce it to ([`crate::outboxed`]). What happens
+//! to the rows afterwards:
 //! - the committing replica publishes the commit's events and, once the bus acknowledged them,
 //!   deletes the row: inside the next write's statement (`batch.rs`, `write::Writer::forget`),
 //!   so a commit costs one transaction, not two; or, when no write comes within a linger,

@@ -8,8 +8,8 @@ use std::time::Duration;
 use a2a_types::v1::TaskState;
 use async_trait::async_trait;
 
-use super::{new_task, status};
-use crate::{OutboxRelay, RelayPass, StoreError, TaskStore, Unpublished};
+use super::{new_task, new_task_with_push, status};
+use crate::{OutboxRelay, PushQuota, RelayPass, StoreError, TaskStore, Unpublished};
 
 /// What a [`Recorder`] saw of one commit.
 type Seen = (String, u64, Vec<(u64, bool)>);
@@ -65,7 +65,8 @@ impl OutboxRelay for Recorder<'_> {
 }
 
 /// What a store with an outbox keeps: a row per commit (create or append, one or several
-/// events), none for a refused write; deleted once published; relayed when old enough, with the
+/// events), none for a refused write nor for the create of a task without push configs
+/// ([`crate::outboxed`]); deleted once published; relayed when old enough, with the
 /// commit's events read back in order (those above the inline limit not read); claimed by one
 /// relay at a time; kept when the relay's publish failed. A store without an outbox relays
 /// nothing.
@@ -80,12 +81,14 @@ pub async fn outbox_keeps_what_was_not_published(store: &dyn TaskStore) {
         assert!(idle.seen().is_empty());
         return;
     }
-    // t1: created (seq 1), then two events in one commit (2..=3); t2: created with a change
-    // (1..=2); t3: created, then published and acknowledged.
-    store
+    // t1: created (seq 1: no row, no push config), then two events in one commit (2..=3); t2:
+    // created with a push config and a change (1..=2); t3: created without one (no row); t4:
+    // created with a push config, then published and acknowledged.
+    let created = store
         .create(new_task("alice", "t1", "c1", 1_000))
         .await
         .unwrap();
+    assert!(!crate::outboxed(&created));
     store
         .append_all(
             "t1",
@@ -97,15 +100,20 @@ pub async fn outbox_keeps_what_was_not_published(store: &dyn TaskStore) {
         )
         .await
         .unwrap();
-    store
+    let (created, _) = store
         .create_with(
-            new_task("alice", "t2", "c1", 1_000),
+            new_task_with_push("alice", "t2", "cfg", PushQuota::NONE),
             vec![status("t2", TaskState::Working, 2_000)],
         )
         .await
         .unwrap();
+    assert!(crate::outboxed(&created[0]));
     store
         .create(new_task("alice", "t3", "c1", 1_000))
+        .await
+        .unwrap();
+    store
+        .create(new_task_with_push("alice", "t4", "cfg", PushQuota::NONE))
         .await
         .unwrap();
     // A refused write (a stale sequence number) leaves no row.
@@ -116,14 +124,14 @@ pub async fn outbox_keeps_what_was_not_published(store: &dyn TaskStore) {
         matches!(stale, Err(StoreError::Conflict { .. })),
         "{stale:?}"
     );
-    assert_eq!(store.outbox_depth(100).await.unwrap().rows, 4);
+    assert_eq!(store.outbox_depth(100).await.unwrap().rows, 3);
 
     assert_eq!(
         store
-            .outbox_published(&[("t1".into(), 1), ("t3".into(), 1), ("nope".into(), 9)])
+            .outbox_published(&[("t4".into(), 1), ("t3".into(), 1), ("nope".into(), 9)])
             .await
             .unwrap(),
-        2,
+        1,
         "acknowledged rows go; unknown ones are ignored"
     );
     assert_eq!(store.outbox_depth(100).await.unwrap().rows, 2);

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use a2a_store::{OutboxRelay, TaskStore, Unpublished};
 use async_trait::async_trait;
 
-use super::{TestStore, new_task};
+use super::{TestStore, new_task, working};
 
-/// A relay that, while its pass holds the rows it claimed, hands `(t1, 1)` and `(t2, 1)` to
+/// A relay that, while its pass holds the rows it claimed, hands `(t1, 2)` and `(t2, 2)` to
 /// `outbox_published` with a create (`t4`) queued right behind, and acknowledges nothing.
 struct WhileHeld<'a> {
     store: &'a TestStore,
@@ -23,7 +23,7 @@ impl OutboxRelay for WhileHeld<'_> {
     async fn relay(&self, commits: &[Unpublished]) -> Vec<bool> {
         let mut claimed = commits.iter().map(|c| c.task_id.clone()).collect();
         self.claimed.lock().unwrap().append(&mut claimed);
-        let published = [("t1".to_owned(), 1), ("t2".to_owned(), 1)];
+        let published = [("t1".to_owned(), 2), ("t2".to_owned(), 2)];
         // Polled first, the delete is queued before the create: the writer that takes the
         // create takes it along.
         let (deleted, created) = tokio::join!(
@@ -39,8 +39,13 @@ impl OutboxRelay for WhileHeld<'_> {
 #[tokio::test]
 async fn published_rows_ride_on_the_next_write_and_skip_held_ones() {
     let pg = TestStore::new().await;
+    // Creates without push configs leave no row (`a2a_store::outboxed`); their appends do.
     for id in ["t1", "t2", "t3"] {
         pg.create(new_task(id)).await.unwrap();
+    }
+    assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 0);
+    for id in ["t1", "t2", "t3"] {
+        pg.append(id, 1, working(id)).await.unwrap();
     }
     assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 3);
 
@@ -65,13 +70,13 @@ async fn published_rows_ride_on_the_next_write_and_skip_held_ones() {
         Some(1),
         "t2 deleted; t1 held by the relay, left to it"
     );
-    // t1 (not acknowledged by the relay), t3, and t4's own row.
-    assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 3);
+    // t1 (not acknowledged by the relay) and t3; t4's create has none.
+    assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 2);
 
     // No write to ride on: deleted alone after the linger, counted the same way.
     let started = Instant::now();
     let deleted = pg
-        .outbox_published(&[("t1".into(), 1), ("t3".into(), 1), ("nope".into(), 1)])
+        .outbox_published(&[("t1".into(), 2), ("t3".into(), 2), ("nope".into(), 1)])
         .await
         .unwrap();
     assert_eq!(deleted, 2);
@@ -79,5 +84,5 @@ async fn published_rows_ride_on_the_next_write_and_skip_held_ones() {
         started.elapsed() >= Duration::from_millis(100),
         "lingered first"
     );
-    assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 1);
+    assert_eq!(pg.outbox_depth(100).await.unwrap().rows, 0);
 }

@@ -103,7 +103,7 @@ impl A2aService {
         events: impl IntoIterator<Item = StoredEvent>,
     ) {
         let mut events = events.into_iter().peekable();
-        let Some(first) = events.peek().map(|e| e.seq) else {
+        let Some((first, outboxed)) = events.peek().map(|e| (e.seq, a2a_store::outboxed(e))) else {
             return;
         };
         // In process, a publish is a channel send: not worth a span (the events carry the
@@ -139,7 +139,9 @@ impl A2aService {
             // not, it stays and is relayed later (followers that miss them read the log).
             match self.inner.bus.publish_all(events).await {
                 Ok(()) => {
-                    if let Some(outbox) = self.inner.outbox.get() {
+                    // A commit without an outbox row (a create without push configs) has
+                    // nothing to delete.
+                    if let Some(outbox) = self.inner.outbox.get().filter(|_| outboxed) {
                         outbox.published(task_id, last);
                     }
                 }
