@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use redis::streams::StreamRangeReply;
-
 use super::*;
 
 /// The bus plus the test's slice of the cluster, kept alive with it.
@@ -120,13 +118,7 @@ async fn followers_on_another_bus_get_every_group_in_order() {
     // A task's events are all in its own partition, in order.
     for task in &tasks {
         let key = events_key(cluster.prefix(), keys::partition_of(task, here.partitions));
-        let entries: StreamRangeReply = redis::cmd("XRANGE")
-            .arg(&key)
-            .arg("-")
-            .arg("+")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        let entries = super::tests::xrange(&mut conn, &key).await;
         let seqs: Vec<u64> = entries
             .ids
             .iter()

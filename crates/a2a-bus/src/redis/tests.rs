@@ -32,6 +32,17 @@ async fn bus() -> TestBus {
 
 crate::bus_conformance_suite!(bus().await);
 
+/// Every entry of stream `key`.
+pub(super) async fn xrange(conn: &mut Conn, key: &str) -> redis::streams::StreamRangeReply {
+    redis::cmd("XRANGE")
+        .arg(key)
+        .arg("-")
+        .arg("+")
+        .query_async(conn)
+        .await
+        .unwrap()
+}
+
 #[test]
 fn stream_ids_compare_numerically() {
     assert!(parse_id("10-0") > parse_id("9-5"));
@@ -91,13 +102,7 @@ async fn the_worker_stream_gets_only_tasks_with_push_configs() {
     let tasks: Vec<String> = {
         let mut all = Vec::new();
         for p in 0..bus.0.partitions {
-            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-                .arg(events_key(&bus.0.shared.prefix, p))
-                .arg("-")
-                .arg("+")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
+            let entries = xrange(&mut conn, &events_key(&bus.0.shared.prefix, p)).await;
             all.extend(entries.ids.iter().filter_map(|e| e.get::<String>("t")));
         }
         all
@@ -380,14 +385,8 @@ async fn a_tasks_creating_commit_stays_out_of_its_stream() {
         );
         let task = task.to_owned();
         async move {
-            let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-                .arg(&key)
-                .arg("-")
-                .arg("+")
-                .query_async(&mut conn)
+            xrange(&mut conn, &key)
                 .await
-                .unwrap();
-            entries
                 .ids
                 .iter()
                 .filter_map(decode)
@@ -582,16 +581,11 @@ async fn large_events_travel_as_references_and_redis_holds_only_small_entries() 
     }
     assert!(lagged >= 1, "references make the follower read the log");
     // The worker's decoding: no payload, but the task and sequence number are there.
-    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(events_key(
-            &bus.0.shared.prefix,
-            keys::partition_of("t", bus.0.partitions),
-        ))
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let key = events_key(
+        &bus.0.shared.prefix,
+        keys::partition_of("t", bus.0.partitions),
+    );
+    let entries = xrange(&mut conn, &key).await;
     assert!(decode_entry(&entries.ids[0]).is_none());
     assert!(is_reference(&entries.ids[0]));
 }
@@ -608,13 +602,7 @@ async fn the_inline_limit_is_configurable() {
         .await
         .unwrap();
     let mut conn = bus.0.conn().await.unwrap();
-    let entries: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-        .arg(bus.0.task_key("t"))
-        .arg("-")
-        .arg("+")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let entries = xrange(&mut conn, &bus.0.task_key("t")).await;
     assert!(is_reference(&entries.ids[0]));
 }
 
