@@ -32,6 +32,23 @@ async fn bus() -> TestBus {
 
 crate::bus_conformance_suite!(bus().await);
 
+/// The integer answer of a one-key command (`TTL`, `EXISTS`, `XLEN`).
+async fn of_key(conn: &mut Conn, cmd: &str, key: &str) -> i64 {
+    redis::cmd(cmd).arg(key).query_async(conn).await.unwrap()
+}
+
+/// The sequence numbers a subscription yields until it ends (each within 5 s).
+async fn seqs_to_the_end(sub: &mut BoxStream<'static, BusItem>) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
+            Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
+            Ok(None) => return seqs,
+            other => panic!("expected an event or the end, got {other:?}"),
+        }
+    }
+}
+
 /// Every entry of stream `key`.
 pub(super) async fn xrange(conn: &mut Conn, key: &str) -> redis::streams::StreamRangeReply {
     redis::cmd("XRANGE")
@@ -56,35 +73,24 @@ async fn task_streams_expire_soon_after_their_terminal_event() {
     let bus = bus().await;
     let mut conn = bus.0.conn().await.unwrap();
     let key = bus.0.task_key("t");
-    let ttl = |mut conn: Conn, key: String| async move {
-        redis::cmd("TTL")
-            .arg(&key)
-            .query_async::<i64>(&mut conn)
-            .await
-            .unwrap()
-    };
     bus.publish(crate::suite::working("t", 2)).await.unwrap();
-    let running = ttl(conn.clone(), key.clone()).await;
+    let running = of_key(&mut conn, "TTL", &key).await;
     assert!(
         running > 3000 && running <= TASK_TTL_SECS as i64,
         "{running}"
     );
     let done = crate::suite::status_event("t", 3, a2a_types::v1::TaskState::Completed);
     bus.publish(done).await.unwrap();
-    let ended = ttl(conn.clone(), key.clone()).await;
+    let ended = of_key(&mut conn, "TTL", &key).await;
     assert!(
         ended > 0 && ended <= TERMINAL_TASK_TTL_SECS as i64,
         "{ended}"
     );
-    let len: u64 = redis::cmd("XLEN")
-        .arg(events_key(
-            &bus.0.shared.prefix,
-            keys::partition_of("t", bus.0.partitions),
-        ))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(len, 2);
+    let worker = events_key(
+        &bus.0.shared.prefix,
+        keys::partition_of("t", bus.0.partitions),
+    );
+    assert_eq!(of_key(&mut conn, "XLEN", &worker).await, 2);
 }
 
 /// Only events of tasks with push configs reach the worker's stream; followers get them all.
@@ -351,15 +357,7 @@ async fn published_here_and_read_there_each_event_arrives_once() {
     let done = crate::suite::status_event("t", 6, a2a_types::v1::TaskState::Completed);
     here.publish(done).await.unwrap();
     for sub in [&mut local, &mut remote] {
-        let mut seqs = Vec::new();
-        loop {
-            match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
-                Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
-                Ok(None) => break,
-                other => panic!("expected an event or the end, got {other:?}"),
-            }
-        }
-        assert_eq!(seqs, [2, 3, 4, 5, 6]);
+        assert_eq!(seqs_to_the_end(sub).await, [2, 3, 4, 5, 6]);
     }
     assert_eq!(
         here.open_channels(),
@@ -378,7 +376,7 @@ async fn a_tasks_creating_commit_stays_out_of_its_stream() {
     let bus = bus().await;
     let other = RedisEventBus::connect_lazy(bus.1.url(), bus.1.prefix()).expect("a Redis URL");
     let mut conn = bus.0.conn().await.unwrap();
-    let worker_len = |mut conn: Conn, task: &str| {
+    let in_worker_stream = |mut conn: Conn, task: &str| {
         let key = events_key(
             &bus.0.shared.prefix,
             keys::partition_of(task, bus.0.partitions),
@@ -395,13 +393,6 @@ async fn a_tasks_creating_commit_stays_out_of_its_stream() {
                 .collect::<Vec<_>>()
         }
     };
-    let exists = |mut conn: Conn, key: String| async move {
-        redis::cmd("EXISTS")
-            .arg(&key)
-            .query_async::<u64>(&mut conn)
-            .await
-            .unwrap()
-    };
     // Without push configs: followed here, nothing in Redis.
     let mut here = bus.subscribe("quiet").await.unwrap();
     let mut there = other.subscribe("quiet").await.unwrap();
@@ -412,31 +403,22 @@ async fn a_tasks_creating_commit_stays_out_of_its_stream() {
         })
         .collect();
     bus.publish_all(created).await.unwrap();
-    assert_eq!(exists(conn.clone(), bus.0.task_key("quiet")).await, 0);
-    assert!(worker_len(conn.clone(), "quiet").await.is_empty());
+    assert_eq!(
+        of_key(&mut conn, "EXISTS", &bus.0.task_key("quiet")).await,
+        0
+    );
+    assert!(in_worker_stream(conn.clone(), "quiet").await.is_empty());
     let done = BusEvent {
         push: false,
         ..crate::suite::status_event("quiet", 4, a2a_types::v1::TaskState::Completed)
     };
     bus.publish(done).await.unwrap();
     for (sub, want) in [(&mut here, vec![1, 2, 3, 4]), (&mut there, vec![4])] {
-        let mut seqs = Vec::new();
-        loop {
-            match tokio::time::timeout(Duration::from_secs(5), sub.next()).await {
-                Ok(Some(BusItem::Event(ev))) => seqs.push(ev.seq),
-                Ok(None) => break,
-                other => panic!("expected an event or the end, got {other:?}"),
-            }
-        }
-        assert_eq!(seqs, want);
+        assert_eq!(seqs_to_the_end(sub).await, want);
     }
-    let len: u64 = redis::cmd("XLEN")
-        .arg(bus.0.task_key("quiet"))
-        .query_async(&mut conn)
-        .await
-        .unwrap();
     assert_eq!(
-        len, 1,
+        of_key(&mut conn, "XLEN", &bus.0.task_key("quiet")).await,
+        1,
         "the task's stream holds the commits after its creation"
     );
     // With push configs: the worker's stream only.
@@ -446,9 +428,12 @@ async fn a_tasks_creating_commit_stays_out_of_its_stream() {
     ])
     .await
     .unwrap();
-    assert_eq!(exists(conn.clone(), bus.0.task_key("pushed")).await, 0);
     assert_eq!(
-        worker_len(conn.clone(), "pushed").await,
+        of_key(&mut conn, "EXISTS", &bus.0.task_key("pushed")).await,
+        0
+    );
+    assert_eq!(
+        in_worker_stream(conn.clone(), "pushed").await,
         [("pushed".to_owned(), 1), ("pushed".to_owned(), 2)]
     );
 }
