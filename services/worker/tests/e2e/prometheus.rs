@@ -30,6 +30,13 @@ const DASHBOARD_MAY_BE_EMPTY: &[(&str, &str)] = &[
         "the counter appears on the first Redis reconnect; Redis stays up",
     ),
     (
+        "a2a_bus_delivery_lag_seconds",
+        "measures events the reader hands over that another process published; this \
+         deployment has one gateway, whose own events reach its subscribers at publish (it was \
+         seen before only when the reader won the race against the publish's reply, for the \
+         entries of a task's creating commit, which no longer go to Redis)",
+    ),
+    (
         "a2a_worker_reclaimed_total",
         "appears once the worker's XAUTOCLAIM round runs; no worker died",
     ),
