@@ -207,17 +207,27 @@ impl A2aService {
         let deadline = tokio::time::Instant::now() + KEY_WAIT;
         let mut pause = Duration::from_millis(10);
         loop {
+            // Armed before the write, as for a reclaim below: a send dropped while its claim is
+            // in flight (a client that hangs up) frees the key if the claim took it, instead of
+            // leaving it held by a task that will never exist until the key expires. Freeing
+            // names this send's task id, so it never frees another send's claim.
+            let hold = self.hold(&req);
             let held = match store.claim_key(&req).await {
                 Ok(KeyClaim::Claimed) => {
                     metrics::counter!("a2a_idempotent_requests_total", "result" => "claimed")
                         .increment(1);
-                    return Ok(Keyed::Dispatch(self.hold(&req)));
+                    return Ok(Keyed::Dispatch(hold));
                 }
-                Ok(KeyClaim::Held(held)) => held,
+                Ok(KeyClaim::Held(held)) => {
+                    hold.keep();
+                    held
+                }
                 // Freed between the insert and the read: claim again (while time is left).
                 Err(StoreError::Conflict { .. }) if tokio::time::Instant::now() < deadline => {
+                    hold.keep();
                     continue;
                 }
+                // The claim may have been written: the hold, dropped armed, frees it if so.
                 Err(e) => return Err(store_error(&req.task_id, e)),
             };
             if held.fingerprint != req.fingerprint {
