@@ -420,26 +420,24 @@ impl RedisEventBus {
             pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
         }
         let conn = self.conn().await?;
-        // On a cluster an empty pipeline is an error ("empty command"): each is sent only when
-        // it has commands (a task without push configs has nothing for the worker, a creating
-        // commit nothing for its stream).
-        let ids: Vec<String> = if cluster && !to_stream {
-            match worker_pipe.query_async::<()>(&mut conn.clone()).await {
-                Ok(()) => Vec::new(),
-                Err(e) => return Err(self.failed(e).await),
-            }
-        } else if cluster && !to_worker {
-            match pipe.query_async(&mut conn.clone()).await {
-                Ok(ids) => ids,
-                Err(e) => return Err(self.failed(e).await),
-            }
-        } else if cluster {
+        // On a cluster an empty pipeline is an error ("empty command"): each half is sent only
+        // when it has commands (a task without push configs has nothing for the worker, a
+        // creating commit nothing for its stream).
+        let ids: Vec<String> = if cluster {
             let (mut a, mut b) = (conn.clone(), conn);
-            let sent = futures::try_join!(
-                pipe.query_async::<Vec<String>>(&mut a),
-                worker_pipe.query_async::<()>(&mut b)
-            );
-            match sent {
+            let stream = async {
+                match to_stream {
+                    true => pipe.query_async::<Vec<String>>(&mut a).await,
+                    false => Ok(Vec::new()),
+                }
+            };
+            let worker = async {
+                match to_worker {
+                    true => worker_pipe.query_async::<()>(&mut b).await,
+                    false => Ok(()),
+                }
+            };
+            match futures::try_join!(stream, worker) {
                 Ok((ids, ())) => ids,
                 Err(e) => return Err(self.failed(e).await),
             }
