@@ -29,7 +29,9 @@ pub mod webhook;
 use std::time::Duration;
 
 use a2a_store::StoreResult;
-use a2a_store::pg::{AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, PgDeliveryStore};
+use a2a_store::pg::{
+    Advanced, AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, PgDeliveryStore, Release,
+};
 use a2a_types::v1::StreamResponse;
 use async_trait::async_trait;
 
@@ -67,15 +69,15 @@ pub trait DeliveryStore: Send + Sync + 'static {
         lease: Duration,
     ) -> StoreResult<Vec<String>>;
 
-    /// Records that every event up to `seq` is done and, with `release`, frees the lease; false
-    /// when `worker` no longer held it.
+    /// Records that every event up to `seq` is done and frees the lease as `release` says (see
+    /// [`Release::IfDone`]: a holder never frees a lease while its task's log goes on).
     async fn advance(
         &self,
         task_id: &str,
         worker: &str,
         seq: u64,
-        release: bool,
-    ) -> StoreResult<bool>;
+        release: Release,
+    ) -> StoreResult<Advanced>;
 
     /// The task's events with `after < seq <= upto`, in order.
     async fn events(
@@ -124,8 +126,8 @@ impl DeliveryStore for PgDeliveryStore {
         task_id: &str,
         worker: &str,
         seq: u64,
-        release: bool,
-    ) -> StoreResult<bool> {
+        release: Release,
+    ) -> StoreResult<Advanced> {
         PgDeliveryStore::advance(self, task_id, worker, seq, release).await
     }
 

@@ -8,7 +8,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_store::pg::{AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, redact};
+use a2a_store::pg::{
+    Advanced, AttemptRecord, Behind, ClaimOutcome, NewDeadLetter, Release, redact,
+};
 use a2a_store::{MemoryTaskStore, StoreResult};
 use a2a_types::v1::StreamResponse;
 use async_trait::async_trait;
@@ -74,10 +76,11 @@ impl DeliveryStore for MemoryDeliveryStore {
         task_id: &str,
         _worker: &str,
         seq: u64,
-        _release: bool,
-    ) -> StoreResult<bool> {
+        _release: Release,
+    ) -> StoreResult<Advanced> {
+        // One process and one runner per task: no other worker leaves events to this one.
         self.tasks.advance_push(task_id, seq);
-        Ok(true)
+        Ok(Advanced::Recorded)
     }
 
     async fn events(
@@ -214,8 +217,9 @@ mod tests {
         assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [3, 4]);
         assert!(store.events("t", 4, 9).await.unwrap().is_empty());
 
-        assert!(store.advance("t", "w", 4, true).await.unwrap());
-        assert!(store.advance("t", "w", 3, true).await.unwrap());
+        let recorded = Ok(Advanced::Recorded);
+        assert_eq!(store.advance("t", "w", 4, Release::IfDone).await, recorded);
+        assert_eq!(store.advance("t", "w", 3, Release::IfDone).await, recorded);
         let again = store.claim("t", "w", 5, lease).await.unwrap();
         assert!(matches!(
             again,

@@ -21,10 +21,16 @@ pub fn delivered(since_event: Option<Duration>) {
     }
 }
 
-/// A task's runner found its lease held by another worker and will ask again
-/// (`a2a_worker_held_polls_total`).
-pub fn held_poll() {
-    metrics::counter!("a2a_worker_held_polls_total").increment(1);
+/// A task's runner found its lease held by another worker and left `entries` to it
+/// (`a2a_worker_left_to_holder_total`).
+pub fn left_to_holder(entries: usize) {
+    metrics::counter!("a2a_worker_left_to_holder_total").increment(entries as u64);
+}
+
+/// A holder kept a task's lease because its log went on past what it delivered, and goes on
+/// from the log (`a2a_worker_lease_kept_total`).
+pub fn lease_kept() {
+    metrics::counter!("a2a_worker_lease_kept_total").increment(1);
 }
 
 /// A delivery gave up and was written as a dead letter.

@@ -14,6 +14,12 @@
 //! sequence number is kept and the rest read from the log). The reconciliation sweep
 //! ([`Pipeline::wake`]) brings back any task whose progress is behind its log.
 //!
+//! A lease held by another worker is never waited for: the entries are acknowledged and left
+//! to the holder, which does not free the lease while its task's log goes on past what it
+//! delivered ([`Release::IfDone`]) and delivers the rest from the log. (Runners used to ask
+//! again, every 100 ms backing off to 5 s: beside issue 27's tarpit, 18,000 claims in 30 s,
+//! and a healthy task's next event waited for the poll after its holder was done.)
+//!
 //! Bounded and fair (review H4): the queue holds at most [`Limits::queue`] events and as many
 //! tasks, at most [`PER_TASK`] events of one task and [`Limits::owner_tasks`] tasks of one owner
 //! (more are left in the ledger for the sweep); entries of tasks without push configs are
@@ -33,7 +39,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use a2a_store::pg::ClaimOutcome;
+use a2a_store::pg::{Advanced, ClaimOutcome, Release};
 use a2a_store::{StoreError, Webhook};
 use a2a_types::Dialect;
 use a2a_types::v1::{StreamResponse, Task};
@@ -46,17 +52,6 @@ use crate::deliver::{Deliverer, Delivery};
 use crate::gates::Limits;
 use crate::{Acknowledge, payload};
 
-/// How long a runner waits before asking again for a lease another worker holds, for its first
-/// [`HELD_FAST_POLLS`] asks (a holder that delivers promptly releases within them)...
-const HELD_POLL: Duration = Duration::from_millis(100);
-const HELD_FAST_POLLS: u32 = 10;
-/// ...then twice as long each time, up to this. A holder that keeps the lease longer is stuck
-/// on a slow webhook (a tarpit retrying for minutes), and polling it every 100 ms cost the
-/// database every tenant shares 10 claim statements a second per such task for as long as its
-/// retries last (issue 27's tarpit scenario: 4,000 to 5,000 claims in 16 s, a third of the
-/// worker's statements; 1,600 to 2,600 with this backoff, most of them in each task's first
-/// second, and one every 5 s after the first ~20 s).
-const HELD_POLL_MAX: Duration = Duration::from_secs(5);
 /// Events delivered per batch at most: a task far behind its log goes in several batches.
 pub const MAX_BATCH: u64 = 256;
 /// Events queued per task at most; beyond it only the task's last sequence number is kept (the
@@ -109,8 +104,6 @@ struct Queue {
     owner: Option<String>,
     /// Which runner serves this queue (a runner that ends abnormally cleans up only its own).
     runner: u64,
-    /// Claims in a row that found the lease held by another worker (see [`held_wait`]).
-    held: u32,
 }
 
 #[derive(Default)]
@@ -120,6 +113,14 @@ struct Batch {
 }
 
 impl Batch {
+    /// Nothing queued, the events up to `last` to be read from the log.
+    fn from_log(last: u64) -> Self {
+        Self {
+            slots: BTreeMap::new(),
+            tail: last,
+        }
+    }
+
     fn is_empty(&self) -> bool {
         self.slots.is_empty() && self.tail == 0
     }
@@ -400,8 +401,11 @@ impl Pipeline {
             let batch = self.take(task_id);
             if batch.is_empty() {
                 if holding {
-                    let _ = self.advance(task_id, 0, true).await;
                     holding = false;
+                    if let Ok(Some(last)) = self.advance(task_id, 0, Release::IfDone).await {
+                        self.put_back(task_id, Batch::from_log(last));
+                        holding = true;
+                    }
                 }
                 if self.finish(task_id) {
                     return;
@@ -460,10 +464,11 @@ impl Pipeline {
                 return Ok(false);
             }
             ClaimOutcome::Held => {
-                crate::metrics::held_poll();
-                self.put_back(task_id, batch);
-                let polls = self.count_held(task_id, true);
-                tokio::time::sleep(held_wait(polls)).await;
+                // The holder delivers these events: they are committed, so its release reads
+                // them in the log and it keeps the lease (`Release::IfDone`).
+                let ids = batch.ids();
+                crate::metrics::left_to_holder(ids.len());
+                self.ack(ids).await;
                 return Ok(false);
             }
             ClaimOutcome::Claimed {
@@ -472,11 +477,10 @@ impl Pipeline {
                 owner,
             } => (delivered_seq, configs, owner),
         };
-        self.count_held(task_id, false);
         if !self.admit(task_id, &owner) {
             // The owner has its share of tasks in delivery: this one waits in the ledger (its
             // progress is behind its log) for the sweep.
-            self.advance(task_id, 0, true).await?;
+            self.advance(task_id, 0, Release::Anyway).await?;
             let mut ids = batch.ids();
             let mut dropped = batch.slots.len();
             let rest = self.take(task_id);
@@ -508,21 +512,17 @@ impl Pipeline {
             )
             .await;
         }
-        let release = !self.has_queued(task_id);
-        self.advance(task_id, upto, release).await?;
-        Ok(!release)
-    }
-
-    /// Counts a claim of the task that found its lease held elsewhere (`held`), or forgets
-    /// them (the lease was claimed); returns the count before this one.
-    fn count_held(&self, task_id: &str, held: bool) -> u32 {
-        let mut state = self.state();
-        let Some(queue) = state.tasks.get_mut(task_id) else {
-            return 0;
-        };
-        let before = queue.held;
-        queue.held = if held { before.saturating_add(1) } else { 0 };
-        before
+        if self.has_queued(task_id) {
+            self.advance(task_id, upto, Release::Keep).await?;
+            return Ok(true);
+        }
+        match self.advance(task_id, upto, Release::IfDone).await? {
+            Some(last) => {
+                self.put_back(task_id, Batch::from_log(last));
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Counts the task against its owner's share; false when the share is used up.
@@ -673,7 +673,9 @@ impl Pipeline {
             };
             let upto = target.min(delivered_seq.saturating_add(MAX_BATCH));
             if upto <= delivered_seq {
-                let _ = store.advance(task_id, &self.name, upto, false).await;
+                let _ = store
+                    .advance(task_id, &self.name, upto, Release::Keep)
+                    .await;
                 return;
             }
             // The events as the log has them; an event that cannot be read is recorded empty.
@@ -701,15 +703,11 @@ impl Pipeline {
                     self.deliverer.poison(&d, reason).await;
                 }
             }
-            let _ = store.advance(task_id, &self.name, upto, false).await;
+            let _ = store
+                .advance(task_id, &self.name, upto, Release::Keep)
+                .await;
             if upto < target {
-                self.put_back(
-                    task_id,
-                    Batch {
-                        slots: BTreeMap::new(),
-                        tail: target,
-                    },
-                );
+                self.put_back(task_id, Batch::from_log(target));
             }
         };
         if AssertUnwindSafe(work).catch_unwind().await.is_err() {
@@ -741,24 +739,38 @@ impl Pipeline {
         .await
     }
 
-    async fn advance(&self, task_id: &str, seq: u64, release: bool) -> Result<(), String> {
-        let held = retry_db("record delivery progress", || {
+    /// Records progress; the task's last sequence number when the lease was kept because its
+    /// log goes on (events another worker left to this holder): the caller delivers them.
+    async fn advance(
+        &self,
+        task_id: &str,
+        seq: u64,
+        release: Release,
+    ) -> Result<Option<u64>, String> {
+        let advanced = retry_db("record delivery progress", || {
             self.deliverer
                 .store
                 .advance(task_id, &self.name, seq, release)
         })
         .await?;
-        if !held {
-            // The lease ran out while this worker delivered (it stalled for longer than the
-            // lease): the next holder starts from the progress it finds, so some events may
-            // be delivered twice, never skipped.
-            tracing::warn!(
-                task_id,
-                seq,
-                "delivery lease ran out before progress was recorded"
-            );
+        match advanced {
+            Advanced::Recorded => Ok(None),
+            Advanced::Behind(last) => {
+                crate::metrics::lease_kept();
+                Ok(Some(last))
+            }
+            Advanced::Lost => {
+                // The lease ran out while this worker delivered (it stalled for longer than
+                // the lease): the next holder starts from the progress it finds, so some
+                // events may be delivered twice, never skipped.
+                tracing::warn!(
+                    task_id,
+                    seq,
+                    "delivery lease ran out before progress was recorded"
+                );
+                Ok(None)
+            }
         }
-        Ok(())
     }
 
     async fn ack(&self, ids: Vec<String>) {
@@ -844,8 +856,6 @@ impl Pipeline {
     }
 }
 
-/// How long a runner waits after its claim found the lease held elsewhere `polls` times in a
-/// row before this one: [`HELD_POLL`] at first, then doubling up to [`HELD_POLL_MAX`].
 /// Renews the leases of every task in delivery here every third of the lease, in one
 /// statement per [`RENEW_CHUNK`] tasks: a worker holding hundreds of tasks that wait on a slow
 /// webhook (issue 27's tarpit) used to renew each with a statement of its own, hundreds a
@@ -879,14 +889,6 @@ async fn keep_leases(pipeline: std::sync::Weak<Pipeline>) {
 
 /// Tasks renewed per statement at most.
 const RENEW_CHUNK: usize = 1000;
-
-fn held_wait(polls: u32) -> Duration {
-    let doublings = polls
-        .saturating_add(1)
-        .saturating_sub(HELD_FAST_POLLS)
-        .min(16);
-    HELD_POLL.saturating_mul(1 << doublings).min(HELD_POLL_MAX)
-}
 
 /// Retries a database call: while PostgreSQL is unreachable for good (the worker waits,
 /// holding its entries), any other error a few times, then gives up with it (a row that cannot
@@ -931,12 +933,13 @@ mod tests {
     use crate::webhook::Webhooks;
 
     /// The in-memory delivery state, except that claiming task `boom` panics (a bug, or a
-    /// value that panics somewhere on its way), and task `held` is leased by another worker
-    /// while `ELSEWHERE` is set; claims of `held` are counted in `HELD_CLAIMS`.
-    struct Panicky(MemoryDeliveryStore);
+    /// value that panics somewhere on its way); task `held` is leased by another worker (its
+    /// claims are counted in `HELD_CLAIMS`); and the first release of task `handed` finds its
+    /// log gone on to its last event (another worker left its entries to this holder).
+    struct Panicky(MemoryDeliveryStore, Arc<MemoryTaskStore>);
 
-    static ELSEWHERE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
     static HELD_CLAIMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    static HANDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
     #[async_trait]
     impl DeliveryStore for Panicky {
@@ -951,16 +954,20 @@ mod tests {
             assert_ne!(task_id, "boom", "a poison task");
             if task_id == "held" {
                 HELD_CLAIMS.fetch_add(1, SeqCst);
-                if ELSEWHERE.load(SeqCst) {
-                    return Ok(ClaimOutcome::Held);
-                }
+                return Ok(ClaimOutcome::Held);
             }
             self.0.claim(task_id, worker, first_seq, lease).await
         }
         async fn renew(&self, t: &[String], w: &str, l: Duration) -> StoreResult<Vec<String>> {
             self.0.renew(t, w, l).await
         }
-        async fn advance(&self, t: &str, w: &str, s: u64, r: bool) -> StoreResult<bool> {
+        async fn advance(&self, t: &str, w: &str, s: u64, r: Release) -> StoreResult<Advanced> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let last = self.1.events_between(t, 0, u64::MAX).len() as u64;
+            if t == "handed" && r == Release::IfDone && s < last && HANDED.swap(false, SeqCst) {
+                self.0.advance(t, w, s, Release::Keep).await?;
+                return Ok(Advanced::Behind(last));
+            }
             self.0.advance(t, w, s, r).await
         }
         async fn events(&self, t: &str, a: u64, u: u64) -> StoreResult<Vec<(u64, StreamResponse)>> {
@@ -1081,7 +1088,10 @@ mod tests {
         let tasks = Arc::new(MemoryTaskStore::new());
         task(&tasks, "boom", None, Dialect::V1).await;
         task(&tasks, "fine", None, Dialect::V1).await;
-        let store = Arc::new(Panicky(MemoryDeliveryStore::new(tasks.clone())));
+        let store = Arc::new(Panicky(
+            MemoryDeliveryStore::new(tasks.clone()),
+            tasks.clone(),
+        ));
         let p = pipeline(store.clone());
         assert_eq!(p.dispatch(entry("boom", 1)), Dispatched::Queued);
         assert_eq!(p.dispatch(entry("fine", 1)), Dispatched::Queued);
@@ -1111,43 +1121,56 @@ mod tests {
         assert_eq!(tasks.push_targets("v1").unwrap().1, 1);
     }
 
-    /// A lease held elsewhere is asked for every 100 ms for about a second, then ever less
-    /// often, never less than every 5 s.
-    #[test]
-    fn a_held_lease_is_polled_less_and_less() {
-        let waits: Vec<Duration> = (0..20).map(held_wait).collect();
-        assert!(waits[..10].iter().all(|w| *w == HELD_POLL), "{waits:?}");
-        assert_eq!(waits[10], HELD_POLL * 2);
-        assert!(waits.windows(2).all(|w| w[0] <= w[1]), "{waits:?}");
-        assert_eq!(waits[19], HELD_POLL_MAX);
-        assert_eq!(held_wait(u32::MAX), HELD_POLL_MAX);
-        // A minute held costs a few claims, not 600.
-        let (mut t, mut claims) = (Duration::ZERO, 0);
-        while t < Duration::from_secs(60) {
-            t += held_wait(claims);
-            claims += 1;
-        }
-        assert!(claims < 30, "{claims} claims in a minute");
-    }
-
-    /// A task whose lease another worker holds for a minute (its webhook is a tarpit) costs
-    /// this worker a few claims, not one every 100 ms; once released, it is delivered here
-    /// within the longest wait.
+    /// Entries of a task whose lease another worker holds cost one claim: they are
+    /// acknowledged and left to the holder, and the runner ends at once (it used to ask again,
+    /// every 100 ms at first, for as long as the holder kept the lease).
     #[tokio::test(start_paused = true)]
-    async fn a_lease_held_elsewhere_is_asked_for_less_and_less() {
+    async fn entries_of_a_lease_held_elsewhere_are_left_to_its_holder() {
         use std::sync::atomic::Ordering::SeqCst;
         let tasks = Arc::new(MemoryTaskStore::new());
         task(&tasks, "held", None, Dialect::V1).await;
-        let p = pipeline(Arc::new(Panicky(MemoryDeliveryStore::new(tasks.clone()))));
+        let store = Panicky(MemoryDeliveryStore::new(tasks.clone()), tasks.clone());
+        let p = pipeline(Arc::new(store));
         assert_eq!(p.dispatch(entry("held", 1)), Dispatched::Queued);
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        let claims = HELD_CLAIMS.load(SeqCst);
-        assert!((15..30).contains(&claims), "{claims} claims in a minute");
-        assert_eq!(p.tasks(), 1, "still waiting for the lease");
-        ELSEWHERE.store(false, SeqCst);
-        tokio::time::sleep(HELD_POLL_MAX + HELD_POLL).await;
-        assert_eq!(tasks.push_targets("held").unwrap().1, 1, "delivered");
         settle(&p).await;
+        assert_eq!(p.dispatch(entry("held", 2)), Dispatched::Queued);
+        settle(&p).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert_eq!(
+            HELD_CLAIMS.load(SeqCst),
+            2,
+            "one claim per entry, no polling"
+        );
+        assert_eq!(
+            tasks.push_targets("held").unwrap().1,
+            0,
+            "nothing delivered here"
+        );
+    }
+
+    /// A holder whose release finds the task's log gone on (entries another worker left to it)
+    /// keeps the lease and delivers the rest from the log before it ends.
+    #[tokio::test]
+    async fn a_holder_whose_log_went_on_delivers_the_rest() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "handed", None, Dialect::V1).await;
+        for seq in 2..=3 {
+            let working = a2a_store::suite::status("handed", a2a_types::v1::TaskState::Working, 0);
+            tasks.append("handed", seq - 1, working).await.unwrap();
+        }
+        let store = Panicky(MemoryDeliveryStore::new(tasks.clone()), tasks.clone());
+        let p = pipeline(Arc::new(store));
+        assert_eq!(p.dispatch(entry("handed", 1)), Dispatched::Queued);
+        settle(&p).await;
+        assert!(
+            !HANDED.load(std::sync::atomic::Ordering::SeqCst),
+            "the release was refused"
+        );
+        assert_eq!(
+            tasks.push_targets("handed").unwrap().1,
+            3,
+            "delivered to the end"
+        );
     }
 
     /// A full queue defers entries (the caller acknowledges them; the ledger has them), and a

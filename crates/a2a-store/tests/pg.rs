@@ -706,6 +706,103 @@ async fn leases_are_renewed_together_and_lost_ones_named() {
     );
 }
 
+/// A holder frees its lease only once it delivered to the end of the task's log
+/// (`Release::IfDone`): another worker that found the lease held left it the entries of the
+/// events past its progress. A commit in flight is waited for (the task row is read
+/// `FOR SHARE`), so an event whose entry the other worker may already have handled is never
+/// missed; `Release::Anyway` frees it whatever is left, and a worker that lost the lease is
+/// told so.
+#[tokio::test]
+async fn a_holder_keeps_its_lease_while_the_log_goes_on() {
+    use a2a_store::pg::{Advanced, Release};
+    use std::time::Duration;
+    let db = TestDatabase::create().await;
+    let (a, b) = (delivery_store(&db).await, delivery_store(&db).await);
+    let pool = a.pool();
+    sqlx::query(
+        "INSERT INTO tasks (id, owner, agent, context_id, state, status_ms, seq, \
+         history_len, artifacts_len, snapshot) VALUES ('t', 'o', 'a', 'c', 2, 0, 2, 0, 0, '')",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let lease_to_a = "INSERT INTO push_progress (task_id, delivered_seq, lease_owner, lease_until) \
+         VALUES ('t', 0, 'a', now() + interval '1 hour') ON CONFLICT (task_id) DO UPDATE \
+         SET lease_owner = 'a', lease_until = now() + interval '1 hour'";
+    sqlx::query(lease_to_a).execute(pool).await.unwrap();
+    let progress = || async {
+        sqlx::query_as::<_, (i64, Option<String>)>(
+            "SELECT delivered_seq, lease_owner FROM push_progress WHERE task_id = 't'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    };
+
+    assert_eq!(
+        a.advance("t", "a", 1, Release::IfDone).await,
+        Ok(Advanced::Behind(2))
+    );
+    assert_eq!(
+        progress().await,
+        (1, Some("a".into())),
+        "recorded, lease kept"
+    );
+    assert_eq!(
+        b.advance("t", "b", 2, Release::IfDone).await,
+        Ok(Advanced::Lost)
+    );
+
+    // An append in flight: keeping the lease does not wait for it; releasing does, and then
+    // reads the appended event.
+    let mut append = pool.begin().await.unwrap();
+    sqlx::query("UPDATE tasks SET seq = 3 WHERE id = 't'")
+        .execute(&mut *append)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.advance("t", "a", 2, Release::Keep).await,
+        Ok(Advanced::Recorded)
+    );
+    let release = tokio::spawn({
+        let a = a.clone();
+        async move { a.advance("t", "a", 2, Release::IfDone).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !release.is_finished(),
+        "the release waits for the commit in flight"
+    );
+    append.commit().await.unwrap();
+    assert_eq!(release.await.unwrap(), Ok(Advanced::Behind(3)));
+    assert_eq!(progress().await, (2, Some("a".into())));
+
+    assert_eq!(
+        a.advance("t", "a", 3, Release::IfDone).await,
+        Ok(Advanced::Recorded)
+    );
+    assert_eq!(progress().await, (3, None), "delivered to the end: freed");
+    assert_eq!(
+        a.advance("t", "a", 3, Release::IfDone).await,
+        Ok(Advanced::Lost)
+    );
+
+    sqlx::query(lease_to_a).execute(pool).await.unwrap();
+    sqlx::query("UPDATE tasks SET seq = 5 WHERE id = 't'")
+        .execute(pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.advance("t", "a", 4, Release::Anyway).await,
+        Ok(Advanced::Recorded)
+    );
+    assert_eq!(
+        progress().await,
+        (4, None),
+        "freed, the rest left to the sweep"
+    );
+}
+
 /// The reconciliation sweep (migration 0012): finds the tasks whose delivery is behind their
 /// log and whose lease is free, settles the terminal ones delivered to their end (never looked
 /// at again), forgets the progress of tasks that are gone, looks at a row once per interval,

@@ -48,6 +48,33 @@ pub enum ClaimOutcome {
     },
 }
 
+/// Whether [`PgDeliveryStore::advance`] frees the task's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// Keep it: the holder has more queued.
+    Keep,
+    /// Free it, unless the task's event log goes on past the progress: another worker that
+    /// found the lease held acknowledged the entries of those events and left them to the
+    /// holder (a [`ClaimOutcome::Held`] is never asked again), so the holder goes on from the
+    /// log instead.
+    IfDone,
+    /// Free it whatever is left: the rest waits in the ledger for the sweep (an owner over its
+    /// share of the delivery slots).
+    Anyway,
+}
+
+/// What [`PgDeliveryStore::advance`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advanced {
+    /// The progress is recorded, and the lease freed if that was asked.
+    Recorded,
+    /// The progress is recorded but the lease kept ([`Release::IfDone`]): the task's log goes
+    /// on to this sequence number, which the holder delivers next.
+    Behind(u64),
+    /// The worker no longer held the lease (it ran out, another worker took over).
+    Lost,
+}
+
 /// A task whose delivery is behind its event log, found by [`PgDeliveryStore::sweep`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Behind {
@@ -352,30 +379,52 @@ impl PgDeliveryStore {
             .collect())
     }
 
-    /// Records that every event up to `seq` is done and, with `release`, frees the lease.
-    /// False when `worker` no longer held the lease (another worker took over after it ran out).
+    /// Records that every event up to `seq` is done and, as `release` says, frees the lease.
+    ///
+    /// [`Release::IfDone`] closes the race with a worker that found the lease held: that worker
+    /// read the entry of a committed event, so either its claim came after this statement (and
+    /// found the lease free), or this statement reads that event's `tasks.seq` and keeps the
+    /// lease. The task row is read `FOR SHARE`, which waits for a commit in flight and then
+    /// reads the newest row (the statement's snapshot alone could predate a commit whose entry
+    /// the other worker already handled).
     pub async fn advance(
         &self,
         task_id: &str,
         worker: &str,
         seq: u64,
-        release: bool,
-    ) -> StoreResult<bool> {
+        release: Release,
+    ) -> StoreResult<Advanced> {
         const SQL: &str = "\
-            UPDATE push_progress \
-               SET delivered_seq = GREATEST(delivered_seq, $3), updated_at = now(), \
-                   lease_owner = CASE WHEN $4 THEN NULL ELSE lease_owner END, \
-                   lease_until = CASE WHEN $4 THEN '-infinity'::timestamptz ELSE lease_until END \
-             WHERE task_id = $1 AND lease_owner = $2";
-        let done = sqlx::query(SQL)
+            WITH last AS MATERIALIZED ( \
+                SELECT seq FROM tasks WHERE id = $1 AND $4 AND NOT $5 FOR SHARE) \
+            UPDATE push_progress p \
+               SET delivered_seq = GREATEST(p.delivered_seq, $3), updated_at = now(), \
+                   lease_owner = CASE WHEN $4 AND ($5 OR coalesce((SELECT seq FROM last), 0) \
+                                          <= GREATEST(p.delivered_seq, $3)) \
+                                      THEN NULL ELSE p.lease_owner END, \
+                   lease_until = CASE WHEN $4 AND ($5 OR coalesce((SELECT seq FROM last), 0) \
+                                          <= GREATEST(p.delivered_seq, $3)) \
+                                      THEN '-infinity'::timestamptz ELSE p.lease_until END \
+             WHERE p.task_id = $1 AND p.lease_owner = $2 \
+            RETURNING p.lease_owner IS NULL AS freed, (SELECT seq FROM last) AS last";
+        let row = sqlx::query(SQL)
             .bind(task_id)
             .bind(worker)
             .bind(to_i64(seq))
-            .bind(release)
-            .execute(&self.pool)
+            .bind(release != Release::Keep)
+            .bind(release == Release::Anyway)
+            .fetch_optional(&self.pool)
             .await
             .map_err(db_error)?;
-        Ok(done.rows_affected() == 1)
+        let Some(row) = row else {
+            return Ok(Advanced::Lost);
+        };
+        let freed: bool = row.try_get("freed").map_err(row_error)?;
+        let last: Option<i64> = row.try_get("last").map_err(row_error)?;
+        Ok(match (release, freed, last) {
+            (Release::IfDone, false, Some(last)) => Advanced::Behind(to_u64(last)),
+            _ => Advanced::Recorded,
+        })
     }
 
     /// The task's events with `after < seq <= upto`, from the event log, in order.

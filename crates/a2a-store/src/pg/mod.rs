@@ -68,8 +68,8 @@ use codec::{Plan, TaskRow};
 use write::Writer;
 
 pub use delivery::{
-    AttemptRecord, Behind, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter, PgDeliveryStore,
-    REDACTED, is_redacted, redact,
+    Advanced, AttemptRecord, Behind, ClaimOutcome, DeadLetter, LoggedAttempt, NewDeadLetter,
+    PgDeliveryStore, REDACTED, Release, is_redacted, redact,
 };
 pub use keys::{ApiKeyRecord, PgApiKeys};
 pub use retention::TASK_SWEEP_LOCK;
