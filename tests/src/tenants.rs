@@ -5,7 +5,7 @@
 //! control: the load of the last phase, without the tarpit); beside the same senders sending to
 //! a tarpit (429 with `Retry-After: 600`, or 30 s stalls) on another destination. The healthy
 //! tenant's p50 and p99 beside the tarpit must stay within twice those beside the healthy load
-//! (the p99 with 1 s of slack, see `P99_SLACK`), and every healthy task's end must reach its
+//! (both never below a floor of machine noise, see `P99_FLOOR`), and every healthy task's end must reach its
 //! webhook. The first phase is reported, not
 //! bounded: the second tenant's sends load the two cores whatever its webhook does (issue 27:
 //! that load, not the tarpit, is what slowed the healthy tenant's delivery against the phase
@@ -32,17 +32,18 @@ const ALONE: Duration = Duration::from_secs(8);
 const CONTROL: Duration = Duration::from_secs(30);
 const BESIDE: Duration = Duration::from_secs(30);
 /// The p50 beside the tarpit is bounded by twice the control phase's, never less than [`P50_FLOOR`]
-/// (below it, a difference is machine noise: a debug build on two shared cores). The p99 by twice
-/// the control's or the control's plus [`P99_SLACK`], whichever is larger (issue 27: a residual
-/// tail, see the scenario's comment). The phases are 30 s: over 15 s the p99 was the third-slowest
-/// of about 220 deliveries, in effect one slow healthy task (its three status events late
-/// together), and longer phases showed what the shorter hid: before the worker renewed its leases
-/// in one statement, the p99 beside the tarpit grew with the phase (2.4-4.0 times the control's in
-/// 4 runs of 4 over 30 s); since, 1.10-1.70 in 6 runs of 7 and 2.56 in one (663 ms against 259 ms,
-/// 2026-11-29). A tarpit that holds shared delivery capacity moves both far beyond (p50 4.7 s, p99
-/// 18.9 s).
+/// (below it, a difference is machine noise: a debug build on two cores shared with the rest of
+/// the test run); the p99 by twice the control's, never less than [`P99_FLOOR`] (the same noise:
+/// it bounds only a control p99 under 100 ms). The phases are 30 s: over 15 s the p99 was the
+/// third-slowest of about 220 deliveries, in effect one slow healthy task (its three status events
+/// late together), and longer phases showed what the shorter hid: before the worker renewed its
+/// leases in one statement, the p99 beside the tarpit grew with the phase (2.4-4.0 times the
+/// control's in 4 runs of 4 over 30 s); since, 1.10-1.70 in 6 runs of 7 and 2.56 in one; and since
+/// a held lease is no longer polled (its entries are left to the holder), 0.75-1.19 in 3 runs of 3
+/// (2026-11-29). A tarpit that holds shared delivery capacity moves both far beyond (p50 4.7 s,
+/// p99 18.9 s).
 const P50_FLOOR: Duration = Duration::from_millis(100);
-const P99_SLACK: Duration = Duration::from_secs(1);
+const P99_FLOOR: Duration = Duration::from_millis(200);
 
 /// Senders: each sends a task with a push config to `hook`, waits for its answer, pauses
 /// `pause`, and again, until stopped; the ids of the tasks answered.
@@ -235,14 +236,14 @@ pub async fn tarpit_beside_a_healthy_tenant() -> Report {
         tarpit.seen()
     );
     // A tarpit that holds shared delivery capacity delays most healthy deliveries, not a few:
-    // the median is the steady signal, the p99 the issue's bound (with slack for one slow task).
+    // the median is the steady signal, the p99 the issue's bound.
     let bound = (p50n * 2).max(P50_FLOOR);
     assert!(
         p50b <= bound,
         "the healthy tenant's p50 went from {p50n:?} beside a healthy load to {p50b:?} beside \
          the tarpit (bound {bound:?})"
     );
-    let bound = (p99n * 2).max(p99n + P99_SLACK);
+    let bound = (p99n * 2).max(P99_FLOOR);
     assert!(
         p99b <= bound,
         "the healthy tenant's p99 went from {p99n:?} beside a healthy load to {p99b:?} beside \
