@@ -437,8 +437,7 @@ impl Pipeline {
             };
             tracing::error!(task_id, first, target, reason = %reason,
                 "push delivery of a batch failed; its events become dead letters");
-            self.poisoned(task_id, first, target, &ids, &reason).await;
-            holding = false;
+            holding = self.poisoned(task_id, first, target, &ids, &reason).await;
         }
     }
 
@@ -659,8 +658,16 @@ impl Pipeline {
     /// becomes a dead letter for every webhook of its task with `reason`, the progress moves
     /// past them and the entries are acknowledged. Best effort and bounded: each step is tried
     /// once (a failure leaves the task behind its log, for the sweep), and a panic here is
-    /// caught too.
-    async fn poisoned(&self, task_id: &str, first: u64, target: u64, ids: &[String], reason: &str) {
+    /// caught too. Returns whether this worker holds the task's lease afterwards (its runner
+    /// then releases it when done, rather than leaving it to run out).
+    async fn poisoned(
+        &self,
+        task_id: &str,
+        first: u64,
+        target: u64,
+        ids: &[String],
+        reason: &str,
+    ) -> bool {
         let work = async {
             let store = &self.deliverer.store;
             let Ok(ClaimOutcome::Claimed {
@@ -669,14 +676,12 @@ impl Pipeline {
                 owner,
             }) = store.claim(task_id, &self.name, first, self.lease).await
             else {
-                return;
+                return false;
             };
             let upto = target.min(delivered_seq.saturating_add(MAX_BATCH));
+            let keep = || store.advance(task_id, &self.name, upto, Release::Keep);
             if upto <= delivered_seq {
-                let _ = store
-                    .advance(task_id, &self.name, upto, Release::Keep)
-                    .await;
-                return;
+                return keep().await == Ok(Advanced::Recorded);
             }
             // The events as the log has them; an event that cannot be read is recorded empty.
             let logged: HashMap<u64, StreamResponse> = store
@@ -703,17 +708,21 @@ impl Pipeline {
                     self.deliverer.poison(&d, reason).await;
                 }
             }
-            let _ = store
-                .advance(task_id, &self.name, upto, Release::Keep)
-                .await;
+            let held = keep().await == Ok(Advanced::Recorded);
             if upto < target {
                 self.put_back(task_id, Batch::from_log(target));
             }
+            held
         };
-        if AssertUnwindSafe(work).catch_unwind().await.is_err() {
-            tracing::error!(task_id, "dead-lettering a failed batch panicked too");
-        }
+        let held = AssertUnwindSafe(work)
+            .catch_unwind()
+            .await
+            .unwrap_or_else(|_| {
+                tracing::error!(task_id, "dead-lettering a failed batch panicked too");
+                false
+            });
         self.ack(ids.to_vec()).await;
+        held
     }
 
     /// Runs `work` with the task's lease kept renewed (by [`keep_leases`], with every other
@@ -935,8 +944,11 @@ mod tests {
     /// The in-memory delivery state, except that claiming task `boom` panics (a bug, or a
     /// value that panics somewhere on its way); task `held` is leased by another worker (its
     /// claims are counted in `HELD_CLAIMS`); and the first release of task `handed` finds its
-    /// log gone on to its last event (another worker left its entries to this holder).
+    /// log gone on to its last event (another worker left its entries to this holder); the
+    /// event log of task `brittle` cannot be read. Every advance is recorded in `ADVANCES`.
     struct Panicky(MemoryDeliveryStore, Arc<MemoryTaskStore>);
+
+    static ADVANCES: Mutex<Vec<(String, Release)>> = Mutex::new(Vec::new());
 
     static HELD_CLAIMS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     static HANDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
@@ -963,6 +975,7 @@ mod tests {
         }
         async fn advance(&self, t: &str, w: &str, s: u64, r: Release) -> StoreResult<Advanced> {
             use std::sync::atomic::Ordering::SeqCst;
+            ADVANCES.lock().unwrap().push((t.to_owned(), r));
             let last = self.1.events_between(t, 0, u64::MAX).len() as u64;
             if t == "handed" && r == Release::IfDone && s < last && HANDED.swap(false, SeqCst) {
                 self.0.advance(t, w, s, Release::Keep).await?;
@@ -971,6 +984,9 @@ mod tests {
             self.0.advance(t, w, s, r).await
         }
         async fn events(&self, t: &str, a: u64, u: u64) -> StoreResult<Vec<(u64, StreamResponse)>> {
+            if t == "brittle" {
+                return Err(StoreError::Internal("an unreadable row".into()));
+            }
             self.0.events(t, a, u).await
         }
         async fn log(&self, w: &str, a: &[AttemptRecord]) -> StoreResult<()> {
@@ -1171,6 +1187,32 @@ mod tests {
             3,
             "delivered to the end"
         );
+    }
+
+    /// A batch that fails (its events cannot be read) is dead-lettered under the lease, and
+    /// the runner then frees the lease: it used to leave it to run out, and the task's later
+    /// events waited for that and the sweep.
+    #[tokio::test]
+    async fn a_failed_batch_leaves_its_lease_free() {
+        let tasks = Arc::new(MemoryTaskStore::new());
+        task(&tasks, "brittle", None, Dialect::V1).await;
+        let store = Panicky(MemoryDeliveryStore::new(tasks.clone()), tasks.clone());
+        let p = pipeline(Arc::new(store));
+        assert_eq!(p.dispatch(entry("brittle", 1)), Dispatched::Queued);
+        settle(&p).await;
+        assert_eq!(
+            tasks.push_targets("brittle").unwrap().1,
+            1,
+            "past the dead letter"
+        );
+        let advances: Vec<Release> = ADVANCES
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(t, _)| t == "brittle")
+            .map(|(_, r)| *r)
+            .collect();
+        assert_eq!(advances, [Release::Keep, Release::IfDone], "then freed");
     }
 
     /// A full queue defers entries (the caller acknowledges them; the ledger has them), and a
