@@ -382,6 +382,23 @@ impl SseStream {
         }
     }
 
+    /// This stream, when the server answered with one; otherwise panics with the answer (a
+    /// JSON-RPC error is a JSON body, which an SSE parser reads as no events at all).
+    pub async fn expect_sse(mut self, who: &str) -> Self {
+        if self.content_type.starts_with("text/event-stream") {
+            return self;
+        }
+        let mut body = Vec::new();
+        while let Some(Ok(chunk)) = self.body.next().await {
+            body.extend_from_slice(&chunk);
+        }
+        panic!(
+            "{who}: not a stream ({}): {}",
+            self.content_type,
+            String::from_utf8_lossy(&body)
+        );
+    }
+
     /// Every remaining event until the server closes the stream.
     pub async fn collect(mut self) -> Vec<SseEvent> {
         let mut out = Vec::new();

@@ -60,6 +60,10 @@ async fn drain(stream: SseStream) -> (Vec<SseEvent>, Instant) {
 /// Checks one subscriber's view against the creator's: the Task first, then every later event
 /// exactly once, in order, identical to what the creator saw.
 fn check_subscriber(creator: &[SseEvent], sub: &[SseEvent], who: &str) {
+    assert!(
+        !sub.is_empty(),
+        "{who}: a stream that ended without an event"
+    );
     let first = &sub[0].data["result"];
     assert!(first.get("task").is_some(), "{who}: the Task comes first");
     let snap = seq(&sub[0]);
@@ -112,13 +116,19 @@ async fn start_scenario(replica: &impl Replica, script: Value) -> (SseStream, Ss
 }
 
 /// `TASKS` concurrent streaming tasks created on `a`, each followed by a subscriber on `b` and
-/// one on `c`: every subscriber sees the creator's full sequence, in order, live.
+/// one on `c`: every subscriber sees the creator's full sequence, in order, live. Each task runs
+/// for about a second (20 chunks 50 ms apart), which is how long its subscribers have to reach
+/// their replicas: a subscription to a task already done is refused. At 20 ms apart (0.4 s) one
+/// subscriber of 200 came too late once, in a CI run with the other suites beside it.
 async fn fan_out_across(a: &impl Replica, b: &impl Replica, c: &impl Replica) {
-    let script = json!({"chunks": CHUNKS, "delayMs": 20});
+    let script = json!({"chunks": CHUNKS, "delayMs": 50});
     let runs = (0..TASKS).map(|_| async {
         let (created, head, id) = start_scenario(a, script.clone()).await;
-        let on_b = b.open("SubscribeToTask", json!({"id": id})).await;
-        let on_c = c.open("SubscribeToTask", json!({"id": id})).await;
+        let (on_b, on_c) = tokio::join!(
+            b.open("SubscribeToTask", json!({"id": id})),
+            c.open("SubscribeToTask", json!({"id": id}))
+        );
+        let (on_b, on_c) = tokio::join!(on_b.expect_sse("replica B"), on_c.expect_sse("replica C"));
         let ((mut rest, a_end), (b_events, b_end), (c_events, c_end)) =
             tokio::join!(drain(created), drain(on_b), drain(on_c));
         rest.insert(0, head);
