@@ -123,6 +123,12 @@ impl TestGateway {
         Self::launch_with(toml, database_url, database, &[]).await
     }
 
+    /// The database URL and Redis this gateway runs on, when [`Self::with_env`] made them
+    /// (`A2A_E2E_STORE=postgres`): a replica started on them shares its tasks and streams.
+    pub fn backends(&self) -> Option<(&str, &a2a_testing::TestRedis)> {
+        Some((self._database.as_ref()?.url(), self._redis.as_ref()?))
+    }
+
     /// An in-memory gateway serving on `listener` (e.g. on the address of one that stopped).
     pub async fn on_listener(listener: tokio::net::TcpListener, toml: &str) -> Self {
         Self::launch_on(listener, toml, None, None, &[]).await
