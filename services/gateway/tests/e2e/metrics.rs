@@ -243,15 +243,8 @@ async fn bus_lag_is_measured_where_another_replica_published(
 ) {
     let other = TestGateway::with_database_and_redis("", database_url, redis).await;
     let before = Scrape::take(gw).await;
-    let script = json!({"chunks": 5, "delayMs": 50});
-    let mut created = other
-        .stream(
-            "SendStreamingMessage",
-            json!({"tenant": "scenario", "message": script_message(script)}),
-        )
-        .await;
-    let head = created.next().await.expect("the task");
-    let id = head.data["result"]["task"]["id"].as_str().expect("an id");
+    let (created, _, id) =
+        crate::redis::start_scenario(&other, json!({"chunks": 5, "delayMs": 50})).await;
     let followed = gw
         .stream("SubscribeToTask", json!({"id": id}))
         .await

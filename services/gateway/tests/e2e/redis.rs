@@ -83,7 +83,7 @@ fn check_subscriber(creator: &[SseEvent], sub: &[SseEvent], who: &str) {
 }
 
 /// What the fan-out check needs of a replica: an in-process gateway or a real process.
-trait Replica: Sync {
+pub(crate) trait Replica: Sync {
     fn open(&self, method: &str, params: Value) -> impl Future<Output = SseStream> + Send;
 }
 
@@ -100,7 +100,10 @@ impl Replica for crate::postgres::process::GatewayProcess {
 }
 
 /// Starts a scenario stream on `replica`: the stream, its first event (the Task) and the task id.
-async fn start_scenario(replica: &impl Replica, script: Value) -> (SseStream, SseEvent, String) {
+pub(crate) async fn start_scenario(
+    replica: &impl Replica,
+    script: Value,
+) -> (SseStream, SseEvent, String) {
     let mut stream = replica
         .open(
             "SendStreamingMessage",
