@@ -388,21 +388,28 @@ impl SseStream {
         }
     }
 
-    /// This stream, when the server answered with one; otherwise panics with the answer (a
-    /// JSON-RPC error is a JSON body, which an SSE parser reads as no events at all).
-    pub async fn expect_sse(mut self, who: &str) -> Self {
+    /// This stream, when the server answered with one; otherwise the answer (a JSON-RPC error
+    /// is a JSON body, which an SSE parser reads as no events at all).
+    pub async fn or_refusal(mut self) -> Result<Self, String> {
         if self.content_type.starts_with("text/event-stream") {
-            return self;
+            return Ok(self);
         }
         let mut body = Vec::new();
         while let Some(Ok(chunk)) = self.body.next().await {
             body.extend_from_slice(&chunk);
         }
-        panic!(
-            "{who}: not a stream ({}): {}",
+        Err(format!(
+            "not a stream ({}): {}",
             self.content_type,
             String::from_utf8_lossy(&body)
-        );
+        ))
+    }
+
+    /// This stream, when the server answered with one; otherwise panics with the answer.
+    pub async fn expect_sse(self, who: &str) -> Self {
+        self.or_refusal()
+            .await
+            .unwrap_or_else(|refusal| panic!("{who}: {refusal}"))
     }
 
     /// Every remaining event until the server closes the stream.

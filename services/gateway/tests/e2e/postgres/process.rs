@@ -89,6 +89,24 @@ impl GatewayProcess {
         SseStream::new(resp)
     }
 
+    /// SubscribeToTask over JSON-RPC with `Last-Event-ID: after`: the events after `after`, from
+    /// the event log, then the live tail.
+    pub async fn resume(&self, id: &str, after: u64) -> SseStream {
+        let body = json!({"jsonrpc": "2.0", "id": "r", "method": "SubscribeToTask",
+                          "params": {"id": id}});
+        let resp = self
+            .client
+            .post(format!("http://{}/a2a/jsonrpc", self.addr))
+            .header("a2a-version", "1.0")
+            .header("last-event-id", after.to_string())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        SseStream::new(resp)
+    }
+
     /// SIGTERM, then wait for the graceful exit.
     pub fn stop(mut self) {
         self.terminate();
